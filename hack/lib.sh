@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Shared helpers for hack/ scripts: where things are cached, how tools are installed.
+# Source it; do not run it.
+
+set -o errexit -o nounset -o pipefail
+
+TAILOR_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# Built binaries and tools are cached outside the checkout, keyed by version, so that a
+# fresh clone on a machine that built them before starts in seconds.
+TAILOR_CACHE=${TAILOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tailor}
+GO_VERSION=$(go env GOVERSION)
+
+# Pinned tool versions. Kubernetes itself is pinned by go.mod.
+CONTROLLER_TOOLS_VERSION=v0.19.0
+CODE_GENERATOR_VERSION=v0.34.10
+PROTOC_GEN_GO_VERSION=v1.36.11
+PROTOC_GEN_GO_GRPC_VERSION=v1.5.1
+KWOK_VERSION=v0.8.0
+GOLANGCI_LINT_VERSION=v2.6.2
+
+log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+# module_version MODULE prints the version go.mod selects for MODULE.
+module_version() {
+  (cd "$TAILOR_ROOT" && go list -m -f '{{.Version}}' "$1")
+}
+
+# go_tool NAME PACKAGE VERSION installs PACKAGE@VERSION once and prints the binary's path.
+go_tool() {
+  local name=$1 pkg=$2 version=$3
+  local dir="$TAILOR_CACHE/tools/$name-$version-$GO_VERSION"
+  if [[ ! -x "$dir/$name" ]]; then
+    log "installing $name $version"
+    mkdir -p "$dir"
+    GOBIN="$dir" GOFLAGS=-mod=mod go install "$pkg@$version" >&2
+  fi
+  printf '%s\n' "$dir/$name"
+}
+
+# ensure_command CMD DEBIAN_PACKAGE installs the Debian package when CMD is missing.
+ensure_command() {
+  local cmd=$1 pkg=$2
+  command -v "$cmd" >/dev/null 2>&1 && return 0
+  log "installing Debian package $pkg (for $cmd)"
+  local sudo=""
+  [[ $(id -u) -eq 0 ]] || sudo=sudo
+  $sudo apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$pkg" >&2
+}
+
+# kube_ldflags stamps the Kubernetes version into binaries built from modules, which
+# otherwise report v0.0.0-master (kubectl and kwok refuse to parse that).
+kube_ldflags() {
+  local v=$1 minor
+  minor=$(cut -d. -f2 <<<"$v")
+  local f=""
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    f+=" -X $pkg.gitVersion=$v -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+  done
+  printf '%s\n' "$f"
+}

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Regenerates deepcopy functions of the API types and the CRD manifests from them.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+controller_gen=$(go_tool controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "$CONTROLLER_TOOLS_VERSION")
+out=${1:-$TAILOR_ROOT/manifests/crds}
+
+cd "$TAILOR_ROOT"
+"$controller_gen" object:headerFile=hack/boilerplate.go.txt paths=./provisioner/apis/...
+rm -rf "$out" && mkdir -p "$out"
+"$controller_gen" crd:allowDangerousTypes=false paths=./provisioner/apis/... output:crd:artifacts:config="$out"

@@ -1,0 +1,99 @@
+package v1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Well-known labels set on every node Tailor launches. They are the keys NodePool
+// requirements, pod node selectors and affinities use to choose capacity.
+const (
+	// NodePoolLabelKey names the NodePool a node was launched from.
+	NodePoolLabelKey = Group + "/nodepool"
+	// CapacityTypeLabelKey is "spot" or "on-demand".
+	CapacityTypeLabelKey = Group + "/capacity-type"
+	// NodeInitializedLabelKey is set to "true" once the node is Ready and its startup taints are gone.
+	NodeInitializedLabelKey = Group + "/initialized"
+	// NodeRegisteredLabelKey is set to "true" once the node joined and was matched to its NodeClaim.
+	NodeRegisteredLabelKey = Group + "/registered"
+
+	CapacityTypeSpot     = "spot"
+	CapacityTypeOnDemand = "on-demand"
+)
+
+// Annotations.
+const (
+	// DoNotDisruptAnnotationKey on a pod or node blocks voluntary disruption.
+	DoNotDisruptAnnotationKey = Group + "/do-not-disrupt"
+	// NodePoolHashAnnotationKey records the hash of the NodePool template a NodeClaim was made from.
+	NodePoolHashAnnotationKey = Group + "/nodepool-hash"
+)
+
+// Finalizers.
+const (
+	// TerminationFinalizer keeps a NodeClaim (and its Node) until its instance is terminated.
+	TerminationFinalizer = Group + "/termination"
+)
+
+// Taints Tailor manages.
+var (
+	// UnregisteredNoExecuteTaint is registered with every new node and removed once Tailor
+	// has synced the NodeClaim's labels and taints onto it, so no pod lands on a node whose
+	// labels are not final yet.
+	UnregisteredNoExecuteTaint = corev1.Taint{Key: Group + "/unregistered", Effect: corev1.TaintEffectNoExecute}
+	// DisruptedNoScheduleTaint cordons a node that is being disrupted or terminated.
+	DisruptedNoScheduleTaint = corev1.Taint{Key: Group + "/disrupted", Effect: corev1.TaintEffectNoSchedule}
+)
+
+// Labels that describe an instance type. They are the keys of the "karpenter.k8s.aws" group
+// that Karpenter users already write in NodePool requirements.
+const (
+	awsGroup                          = "karpenter.k8s.aws"
+	InstanceCategoryLabelKey          = awsGroup + "/instance-category"
+	InstanceFamilyLabelKey            = awsGroup + "/instance-family"
+	InstanceGenerationLabelKey        = awsGroup + "/instance-generation"
+	InstanceSizeLabelKey              = awsGroup + "/instance-size"
+	InstanceCPULabelKey               = awsGroup + "/instance-cpu"
+	InstanceCPUManufacturerLabelKey   = awsGroup + "/instance-cpu-manufacturer"
+	InstanceMemoryLabelKey            = awsGroup + "/instance-memory"
+	InstanceHypervisorLabelKey        = awsGroup + "/instance-hypervisor"
+	InstanceNetworkBandwidthLabelKey  = awsGroup + "/instance-network-bandwidth"
+	InstanceLocalNVMeLabelKey         = awsGroup + "/instance-local-nvme"
+	InstanceGPUNameLabelKey           = awsGroup + "/instance-gpu-name"
+	InstanceGPUManufacturerLabelKey   = awsGroup + "/instance-gpu-manufacturer"
+	InstanceGPUCountLabelKey          = awsGroup + "/instance-gpu-count"
+	InstanceGPUMemoryLabelKey         = awsGroup + "/instance-gpu-memory"
+	InstanceAcceleratorNameLabelKey   = awsGroup + "/instance-accelerator-name"
+	InstanceAcceleratorCountLabelKey  = awsGroup + "/instance-accelerator-count"
+	InstanceEncryptionInTransitLabelKey = awsGroup + "/instance-encryption-in-transit-supported"
+	EC2NodeClassLabelKey              = awsGroup + "/ec2nodeclass"
+)
+
+// WellKnownLabels are the label keys whose values Tailor knows for every offering before a
+// node exists. Requirements on other keys must be satisfied by the NodePool's own labels.
+var WellKnownLabels = map[string]bool{
+	NodePoolLabelKey:                  true,
+	CapacityTypeLabelKey:              true,
+	corev1.LabelInstanceTypeStable:    true,
+	corev1.LabelTopologyZone:          true,
+	corev1.LabelTopologyRegion:        true,
+	corev1.LabelArchStable:            true,
+	corev1.LabelOSStable:              true,
+	corev1.LabelWindowsBuild:          true,
+	InstanceCategoryLabelKey:          true,
+	InstanceFamilyLabelKey:            true,
+	InstanceGenerationLabelKey:        true,
+	InstanceSizeLabelKey:              true,
+	InstanceCPULabelKey:               true,
+	InstanceCPUManufacturerLabelKey:   true,
+	InstanceMemoryLabelKey:            true,
+	InstanceHypervisorLabelKey:        true,
+	InstanceNetworkBandwidthLabelKey:  true,
+	InstanceLocalNVMeLabelKey:         true,
+	InstanceGPUNameLabelKey:           true,
+	InstanceGPUManufacturerLabelKey:   true,
+	InstanceGPUCountLabelKey:          true,
+	InstanceGPUMemoryLabelKey:         true,
+	InstanceAcceleratorNameLabelKey:   true,
+	InstanceAcceleratorCountLabelKey:  true,
+	InstanceEncryptionInTransitLabelKey: true,
+}

@@ -162,7 +162,11 @@ type UnschedulablePod struct {
 	// (plugin, reason) with the nodes that gave it.
 	Rejections []*Rejection `protobuf:"bytes,2,rep,name=rejections,proto3" json:"rejections,omitempty"`
 	// message is the scheduler's summary, as shown in the pod's FailedScheduling event.
-	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// stale_node is set when the pod was nominated to this node, the node has registered and
+	// initialized, and it still rejected the pod. The provisioner drops that plan and plans
+	// the pod again.
+	StaleNode     string `protobuf:"bytes,4,opt,name=stale_node,json=staleNode,proto3" json:"stale_node,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -214,6 +218,13 @@ func (x *UnschedulablePod) GetRejections() []*Rejection {
 func (x *UnschedulablePod) GetMessage() string {
 	if x != nil {
 		return x.Message
+	}
+	return ""
+}
+
+func (x *UnschedulablePod) GetStaleNode() string {
+	if x != nil {
+		return x.StaleNode
 	}
 	return ""
 }
@@ -346,11 +357,10 @@ func (x *SubmitPodsResponse) GetAccepted() int32 {
 	return 0
 }
 
-// WatchNominationsRequest opens a nomination stream for one scheduler profile.
+// WatchNominationsRequest opens a nomination stream. It streams the nominations of every
+// scheduler profile; the receiver acts on the pods it schedules.
 type WatchNominationsRequest struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// profile limits the stream to pods of this scheduler profile; empty means all pods.
-	Profile       string `protobuf:"bytes,1,opt,name=profile,proto3" json:"profile,omitempty"`
+	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -383,13 +393,6 @@ func (x *WatchNominationsRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use WatchNominationsRequest.ProtoReflect.Descriptor instead.
 func (*WatchNominationsRequest) Descriptor() ([]byte, []int) {
 	return file_tailor_provisioner_v1_provisioner_proto_rawDescGZIP(), []int{5}
-}
-
-func (x *WatchNominationsRequest) GetProfile() string {
-	if x != nil {
-		return x.Profile
-	}
-	return ""
 }
 
 // WatchNominationsResponse carries nominations and withdrawals.
@@ -598,13 +601,15 @@ const file_tailor_provisioner_v1_provisioner_proto_rawDesc = "" +
 	"\x04pods\x18\x03 \x03(\v2'.tailor.provisioner.v1.UnschedulablePodR\x04pods\"O\n" +
 	"\x10NodePoolSelector\x12\x14\n" +
 	"\x05names\x18\x01 \x03(\tR\x05names\x12%\n" +
-	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\"\x80\x01\n" +
+	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\"\x9f\x01\n" +
 	"\x10UnschedulablePod\x12\x10\n" +
 	"\x03pod\x18\x01 \x01(\fR\x03pod\x12@\n" +
 	"\n" +
 	"rejections\x18\x02 \x03(\v2 .tailor.provisioner.v1.RejectionR\n" +
 	"rejections\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage\"\x94\x01\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12\x1d\n" +
+	"\n" +
+	"stale_node\x18\x04 \x01(\tR\tstaleNode\"\x94\x01\n" +
 	"\tRejection\x12\x16\n" +
 	"\x06plugin\x18\x01 \x01(\tR\x06plugin\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\"\n" +
@@ -613,9 +618,8 @@ const file_tailor_provisioner_v1_provisioner_proto_rawDesc = "" +
 	"node_count\x18\x04 \x01(\x05R\tnodeCount\x12\x14\n" +
 	"\x05nodes\x18\x05 \x03(\tR\x05nodes\"0\n" +
 	"\x12SubmitPodsResponse\x12\x1a\n" +
-	"\baccepted\x18\x01 \x01(\x05R\baccepted\"3\n" +
-	"\x17WatchNominationsRequest\x12\x18\n" +
-	"\aprofile\x18\x01 \x01(\tR\aprofile\"\xbe\x01\n" +
+	"\baccepted\x18\x01 \x01(\x05R\baccepted\"\x19\n" +
+	"\x17WatchNominationsRequest\"\xbe\x01\n" +
 	"\x18WatchNominationsResponse\x12\x1a\n" +
 	"\bsnapshot\x18\x01 \x01(\bR\bsnapshot\x12C\n" +
 	"\vnominations\x18\x02 \x03(\v2!.tailor.provisioner.v1.NominationR\vnominations\x12A\n" +

@@ -41,7 +41,8 @@ const (
 // Provisioner plans and launches capacity for pods that fit no existing node.
 type ProvisionerClient interface {
 	// SubmitPods queues pods for the next planning batch. It returns as soon as the pods are
-	// queued; planning happens later. Submitting a pod again replaces its earlier submission.
+	// queued; planning happens later. Submitting a pod again replaces its earlier submission;
+	// a pod that already has a plan is skipped unless it reports that plan stale.
 	SubmitPods(ctx context.Context, in *SubmitPodsRequest, opts ...grpc.CallOption) (*SubmitPodsResponse, error)
 	// WatchNominations streams the node each submitted pod is planned to land on. The first
 	// response carries every current nomination (snapshot = true); later ones carry changes.
@@ -92,7 +93,8 @@ type Provisioner_WatchNominationsClient = grpc.ServerStreamingClient[WatchNomina
 // Provisioner plans and launches capacity for pods that fit no existing node.
 type ProvisionerServer interface {
 	// SubmitPods queues pods for the next planning batch. It returns as soon as the pods are
-	// queued; planning happens later. Submitting a pod again replaces its earlier submission.
+	// queued; planning happens later. Submitting a pod again replaces its earlier submission;
+	// a pod that already has a plan is skipped unless it reports that plan stale.
 	SubmitPods(context.Context, *SubmitPodsRequest) (*SubmitPodsResponse, error)
 	// WatchNominations streams the node each submitted pod is planned to land on. The first
 	// response carries every current nomination (snapshot = true); later ones carry changes.

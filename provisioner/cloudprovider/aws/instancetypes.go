@@ -1,0 +1,282 @@
+package aws
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+)
+
+// Extended resources of accelerators, as their device plugins name them.
+const (
+	ResourceNVIDIAGPU  corev1.ResourceName = "nvidia.com/gpu"
+	ResourceAMDGPU     corev1.ResourceName = "amd.com/gpu"
+	ResourceAWSNeuron  corev1.ResourceName = "aws.amazon.com/neuron"
+	resourceGPUUnknown corev1.ResourceName = ""
+	architectureAMD64                      = "amd64"
+	architectureARM64                      = "arm64"
+)
+
+// catalogEntry is what EC2 says about an instance type, before a node class applies.
+type catalogEntry struct {
+	info  ec2types.InstanceTypeInfo
+	zones map[string]bool
+}
+
+// describeInstanceTypes lists every instance type of the region and the zones offering it.
+func describeInstanceTypes(ctx context.Context, client *ec2.Client) (map[string]*catalogEntry, error) {
+	out := map[string]*catalogEntry{}
+	types := ec2.NewDescribeInstanceTypesPaginator(client, &ec2.DescribeInstanceTypesInput{MaxResults: aws.Int32(100)})
+	for types.HasMorePages() {
+		page, err := types.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("describing instance types: %w", err)
+		}
+		for _, info := range page.InstanceTypes {
+			out[string(info.InstanceType)] = &catalogEntry{info: info, zones: map[string]bool{}}
+		}
+	}
+	offerings := ec2.NewDescribeInstanceTypeOfferingsPaginator(client, &ec2.DescribeInstanceTypeOfferingsInput{
+		LocationType: ec2types.LocationTypeAvailabilityZone,
+		MaxResults:   aws.Int32(1000),
+	})
+	for offerings.HasMorePages() {
+		page, err := offerings.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("describing instance type offerings: %w", err)
+		}
+		for _, o := range page.InstanceTypeOfferings {
+			if e, ok := out[string(o.InstanceType)]; ok {
+				e.zones[aws.ToString(o.Location)] = true
+			}
+		}
+	}
+	return out, nil
+}
+
+// overheadSettings are the cluster-wide settings that shape a node's allocatable resources.
+type overheadSettings struct {
+	vmMemoryOverheadPercent float64
+	reservedENIs            int64
+}
+
+// newInstanceType builds the planner's view of an instance type for one node class: its
+// labels, capacity and kubelet overhead, and offerings in the class's zones.
+func newInstanceType(e *catalogEntry, class *awsv1.EC2NodeClass, zones map[string]bool, prices *priceBook, settings overheadSettings) *cloudprovider.InstanceType {
+	info := e.info
+	name := string(info.InstanceType)
+	vcpus := int64(aws.ToInt32(info.VCpuInfo.DefaultVCpus))
+	memMiB := aws.ToInt64(info.MemoryInfo.SizeInMiB)
+	eniPods := eniMaxPods(int64(aws.ToInt32(info.NetworkInfo.MaximumNetworkInterfaces)), int64(aws.ToInt32(info.NetworkInfo.Ipv4AddressesPerInterface)), settings.reservedENIs)
+	pods := maxPods(eniPods, vcpus, class.Spec.Kubelet)
+
+	it := &cloudprovider.InstanceType{
+		Name:   name,
+		Labels: instanceTypeLabels(info),
+		Capacity: corev1.ResourceList{
+			corev1.ResourceCPU:              *resource.NewQuantity(vcpus, resource.DecimalSI),
+			corev1.ResourceMemory:           *resource.NewQuantity(int64(math.Floor(float64(memMiB)*(1-settings.vmMemoryOverheadPercent)))<<20, resource.BinarySI),
+			corev1.ResourcePods:             *resource.NewQuantity(pods, resource.DecimalSI),
+			corev1.ResourceEphemeralStorage: ephemeralStorage(class),
+		},
+	}
+	if r, n := gpuResource(info); n > 0 {
+		it.Capacity[r] = *resource.NewQuantity(n, resource.DecimalSI)
+	}
+	if n := neuronDevices(info); n > 0 {
+		it.Capacity[ResourceAWSNeuron] = *resource.NewQuantity(n, resource.DecimalSI)
+	}
+	it.Overhead = overhead(vcpus, pods, it.Capacity[corev1.ResourceEphemeralStorage], class.Spec.Kubelet)
+
+	for _, usage := range info.SupportedUsageClasses {
+		capacityType := karpv1.CapacityTypeOnDemand
+		if usage == ec2types.UsageClassTypeSpot {
+			capacityType = karpv1.CapacityTypeSpot
+		} else if usage != ec2types.UsageClassTypeOnDemand {
+			continue
+		}
+		for zone := range e.zones {
+			if !zones[zone] {
+				continue
+			}
+			price, ok := prices.price(name, zone, capacityType)
+			if !ok {
+				continue
+			}
+			it.Offerings = append(it.Offerings, cloudprovider.Offering{Zone: zone, CapacityType: capacityType, Price: price, Available: true})
+		}
+	}
+	return it
+}
+
+func ephemeralStorage(class *awsv1.EC2NodeClass) resource.Quantity {
+	for _, m := range class.Spec.BlockDeviceMappings {
+		if m != nil && m.RootVolume && m.EBS != nil && m.EBS.VolumeSize != nil {
+			return *m.EBS.VolumeSize
+		}
+	}
+	if len(class.Spec.BlockDeviceMappings) == 1 {
+		if m := class.Spec.BlockDeviceMappings[0]; m != nil && m.EBS != nil && m.EBS.VolumeSize != nil {
+			return *m.EBS.VolumeSize
+		}
+	}
+	return defaultEphemeralStorage
+}
+
+// overhead is what the kubelet keeps from pods: kube-reserved (EKS defaults unless the node
+// class sets it), system-reserved and hard eviction thresholds.
+func overhead(vcpus, pods int64, storage resource.Quantity, kubelet *awsv1.KubeletConfiguration) corev1.ResourceList {
+	kubeReserved := corev1.ResourceList{
+		corev1.ResourceCPU:              kubeReservedCPU(vcpus),
+		corev1.ResourceMemory:           kubeReservedMemory(pods),
+		corev1.ResourceEphemeralStorage: resource.MustParse("1Gi"),
+	}
+	nodefs := *resource.NewQuantity(storage.Value()*evictionHardNodefsPercent/100, resource.BinarySI)
+	eviction := corev1.ResourceList{corev1.ResourceMemory: evictionHardMemory, corev1.ResourceEphemeralStorage: nodefs}
+	var systemReserved corev1.ResourceList
+	if kubelet != nil {
+		overrideReserved(kubeReserved, kubelet.KubeReserved)
+		systemReserved = corev1.ResourceList{}
+		overrideReserved(systemReserved, kubelet.SystemReserved)
+		if v, ok := kubelet.EvictionHard["memory.available"]; ok {
+			eviction[corev1.ResourceMemory] = thresholdQuantity(v, resource.Quantity{})
+		}
+		if v, ok := kubelet.EvictionHard["nodefs.available"]; ok {
+			eviction[corev1.ResourceEphemeralStorage] = thresholdQuantity(v, storage)
+		}
+	}
+	total := corev1.ResourceList{}
+	for _, list := range []corev1.ResourceList{kubeReserved, systemReserved, eviction} {
+		for k, v := range list {
+			q := total[k]
+			q.Add(v)
+			total[k] = q
+		}
+	}
+	return total
+}
+
+func overrideReserved(into corev1.ResourceList, values map[string]string) {
+	for k, v := range values {
+		if q, err := resource.ParseQuantity(v); err == nil && k != "pid" {
+			into[corev1.ResourceName(k)] = q
+		}
+	}
+}
+
+// thresholdQuantity reads an eviction threshold, either a quantity or a percentage of total.
+func thresholdQuantity(v string, total resource.Quantity) resource.Quantity {
+	if p, ok := strings.CutSuffix(v, "%"); ok {
+		pct, err := strconv.ParseFloat(p, 64)
+		if err != nil {
+			return resource.Quantity{}
+		}
+		return *resource.NewQuantity(int64(float64(total.Value())*pct/100), resource.BinarySI)
+	}
+	q, err := resource.ParseQuantity(v)
+	if err != nil {
+		return resource.Quantity{}
+	}
+	return q
+}
+
+var instanceNamePattern = regexp.MustCompile(`^([a-z]+)(\d+)([a-z0-9-]*)\.(.+)$`)
+
+// instanceTypeLabels are the labels every node of the type carries.
+func instanceTypeLabels(info ec2types.InstanceTypeInfo) map[string]string {
+	name := string(info.InstanceType)
+	labels := map[string]string{
+		corev1.LabelInstanceTypeStable:             name,
+		corev1.LabelOSStable:                       "linux",
+		karpv1.InstanceCPULabelKey:                 strconv.Itoa(int(aws.ToInt32(info.VCpuInfo.DefaultVCpus))),
+		karpv1.InstanceMemoryLabelKey:              strconv.FormatInt(aws.ToInt64(info.MemoryInfo.SizeInMiB), 10),
+		karpv1.InstanceHypervisorLabelKey:          string(info.Hypervisor),
+		karpv1.InstanceEncryptionInTransitLabelKey: strconv.FormatBool(aws.ToBool(info.NetworkInfo.EncryptionInTransitSupported)),
+	}
+	if m := instanceNamePattern.FindStringSubmatch(name); m != nil {
+		family, _, _ := strings.Cut(name, ".")
+		labels[karpv1.InstanceCategoryLabelKey] = m[1]
+		labels[karpv1.InstanceGenerationLabelKey] = m[2]
+		labels[karpv1.InstanceFamilyLabelKey] = family
+		labels[karpv1.InstanceSizeLabelKey] = m[4]
+	}
+	for _, a := range info.ProcessorInfo.SupportedArchitectures {
+		switch a {
+		case ec2types.ArchitectureTypeX8664:
+			labels[corev1.LabelArchStable] = architectureAMD64
+		case ec2types.ArchitectureTypeArm64:
+			labels[corev1.LabelArchStable] = architectureARM64
+		}
+	}
+	if m := aws.ToString(info.ProcessorInfo.Manufacturer); m != "" {
+		labels[karpv1.InstanceCPUManufacturerLabelKey] = strings.ToLower(strings.Fields(m)[0])
+	}
+	var bandwidth float64
+	for _, card := range info.NetworkInfo.NetworkCards {
+		bandwidth += aws.ToFloat64(card.BaselineBandwidthInGbps)
+	}
+	if bandwidth > 0 {
+		labels[karpv1.InstanceNetworkBandwidthLabelKey] = strconv.Itoa(int(math.Round(bandwidth * 1000)))
+	}
+	if s := info.InstanceStorageInfo; s != nil && aws.ToInt64(s.TotalSizeInGB) > 0 {
+		labels[karpv1.InstanceLocalNVMeLabelKey] = strconv.FormatInt(aws.ToInt64(s.TotalSizeInGB), 10)
+	}
+	if g := info.GpuInfo; g != nil && len(g.Gpus) > 0 {
+		gpu := g.Gpus[0]
+		labels[karpv1.InstanceGPUNameLabelKey] = strings.ToLower(aws.ToString(gpu.Name))
+		labels[karpv1.InstanceGPUManufacturerLabelKey] = strings.ToLower(aws.ToString(gpu.Manufacturer))
+		labels[karpv1.InstanceGPUCountLabelKey] = strconv.Itoa(int(aws.ToInt32(gpu.Count)))
+		if gpu.MemoryInfo != nil {
+			labels[karpv1.InstanceGPUMemoryLabelKey] = strconv.Itoa(int(aws.ToInt32(gpu.MemoryInfo.SizeInMiB)))
+		}
+	}
+	if n := info.NeuronInfo; n != nil && len(n.NeuronDevices) > 0 {
+		labels[karpv1.InstanceAcceleratorNameLabelKey] = strings.ToLower(aws.ToString(n.NeuronDevices[0].Name))
+		labels[karpv1.InstanceAcceleratorCountLabelKey] = strconv.Itoa(int(neuronDevices(info)))
+	}
+	return labels
+}
+
+// gpuResource names the device plugin resource of the type's GPUs and counts them.
+func gpuResource(info ec2types.InstanceTypeInfo) (corev1.ResourceName, int64) {
+	if info.GpuInfo == nil {
+		return resourceGPUUnknown, 0
+	}
+	var count int64
+	name := resourceGPUUnknown
+	for _, g := range info.GpuInfo.Gpus {
+		switch strings.ToLower(aws.ToString(g.Manufacturer)) {
+		case "nvidia":
+			name = ResourceNVIDIAGPU
+		case "amd":
+			name = ResourceAMDGPU
+		default:
+			continue
+		}
+		count += int64(aws.ToInt32(g.Count))
+	}
+	return name, count
+}
+
+func neuronDevices(info ec2types.InstanceTypeInfo) int64 {
+	if info.NeuronInfo == nil {
+		return 0
+	}
+	var n int64
+	for _, d := range info.NeuronInfo.NeuronDevices {
+		n += int64(aws.ToInt32(d.Count))
+	}
+	return n
+}

@@ -1,0 +1,265 @@
+package aws
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	corev1 "k8s.io/api/core/v1"
+
+	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
+)
+
+// AMI families.
+const (
+	familyAL2023       = "AL2023"
+	familyAL2          = "AL2"
+	familyBottlerocket = "Bottlerocket"
+	familyCustom       = "Custom"
+)
+
+// resolvedClass is what an EC2NodeClass's selectors point at right now.
+type resolvedClass struct {
+	family         string
+	subnets        []awsv1.Subnet
+	securityGroups []awsv1.SecurityGroup
+	// amis by Kubernetes architecture (amd64, arm64).
+	amis map[string]awsv1.AMI
+}
+
+func (r *resolvedClass) zones() map[string]bool {
+	out := map[string]bool{}
+	for _, s := range r.subnets {
+		out[s.Zone] = true
+	}
+	return out
+}
+
+// errSelectorMatchedNothing marks a selector that resolved to nothing; the node class is
+// then not ready.
+var errSelectorMatchedNothing = errors.New("selector matched nothing")
+
+// resolveClass resolves the selectors of an EC2NodeClass against EC2 and SSM.
+func (p *Provider) resolveClass(ctx context.Context, class *awsv1.EC2NodeClass) (*resolvedClass, error) {
+	subnets, err := p.resolveSubnets(ctx, class.Spec.SubnetSelectorTerms)
+	if err != nil {
+		return nil, fmt.Errorf("resolving subnetSelectorTerms: %w", err)
+	}
+	groups, err := p.resolveSecurityGroups(ctx, class.Spec.SecurityGroupSelectorTerms)
+	if err != nil {
+		return nil, fmt.Errorf("resolving securityGroupSelectorTerms: %w", err)
+	}
+	family := amiFamily(class)
+	amis, err := p.resolveAMIs(ctx, class.Spec.AMISelectorTerms)
+	if err != nil {
+		return nil, fmt.Errorf("resolving amiSelectorTerms: %w", err)
+	}
+	return &resolvedClass{family: family, subnets: subnets, securityGroups: groups, amis: amis}, nil
+}
+
+// amiFamily is the node class's amiFamily, or the family of its alias.
+func amiFamily(class *awsv1.EC2NodeClass) string {
+	if class.Spec.AMIFamily != nil {
+		return *class.Spec.AMIFamily
+	}
+	for _, t := range class.Spec.AMISelectorTerms {
+		if t.Alias != "" {
+			switch strings.SplitN(t.Alias, "@", 2)[0] {
+			case "al2023":
+				return familyAL2023
+			case "al2":
+				return familyAL2
+			case "bottlerocket":
+				return familyBottlerocket
+			}
+		}
+	}
+	return familyCustom
+}
+
+func tagFilters(tags map[string]string) []ec2types.Filter {
+	keys := make([]string, 0, len(tags))
+	for k := range tags {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []ec2types.Filter
+	for _, k := range keys {
+		if tags[k] == "*" {
+			out = append(out, ec2types.Filter{Name: aws.String("tag-key"), Values: []string{k}})
+			continue
+		}
+		out = append(out, ec2types.Filter{Name: aws.String("tag:" + k), Values: []string{tags[k]}})
+	}
+	return out
+}
+
+func (p *Provider) resolveSubnets(ctx context.Context, terms []awsv1.SubnetSelectorTerm) ([]awsv1.Subnet, error) {
+	seen := map[string]awsv1.Subnet{}
+	for _, term := range terms {
+		filters := tagFilters(term.Tags)
+		if term.ID != "" {
+			filters = append(filters, ec2types.Filter{Name: aws.String("subnet-id"), Values: []string{term.ID}})
+		}
+		pages := ec2.NewDescribeSubnetsPaginator(p.ec2, &ec2.DescribeSubnetsInput{Filters: filters})
+		for pages.HasMorePages() {
+			page, err := pages.NextPage(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("describing subnets: %w", err)
+			}
+			for _, s := range page.Subnets {
+				seen[aws.ToString(s.SubnetId)] = awsv1.Subnet{ID: aws.ToString(s.SubnetId), Zone: aws.ToString(s.AvailabilityZone), ZoneID: aws.ToString(s.AvailabilityZoneId)}
+			}
+		}
+	}
+	if len(seen) == 0 {
+		return nil, errSelectorMatchedNothing
+	}
+	out := make([]awsv1.Subnet, 0, len(seen))
+	for _, s := range seen {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+func (p *Provider) resolveSecurityGroups(ctx context.Context, terms []awsv1.SecurityGroupSelectorTerm) ([]awsv1.SecurityGroup, error) {
+	seen := map[string]awsv1.SecurityGroup{}
+	for _, term := range terms {
+		filters := tagFilters(term.Tags)
+		if term.ID != "" {
+			filters = append(filters, ec2types.Filter{Name: aws.String("group-id"), Values: []string{term.ID}})
+		}
+		if term.Name != "" {
+			filters = append(filters, ec2types.Filter{Name: aws.String("group-name"), Values: []string{term.Name}})
+		}
+		pages := ec2.NewDescribeSecurityGroupsPaginator(p.ec2, &ec2.DescribeSecurityGroupsInput{Filters: filters})
+		for pages.HasMorePages() {
+			page, err := pages.NextPage(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("describing security groups: %w", err)
+			}
+			for _, g := range page.SecurityGroups {
+				seen[aws.ToString(g.GroupId)] = awsv1.SecurityGroup{ID: aws.ToString(g.GroupId), Name: aws.ToString(g.GroupName)}
+			}
+		}
+	}
+	if len(seen) == 0 {
+		return nil, errSelectorMatchedNothing
+	}
+	out := make([]awsv1.SecurityGroup, 0, len(seen))
+	for _, g := range seen {
+		out = append(out, g)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// aliasParameters names the SSM public parameters that hold an alias's AMI per architecture.
+func aliasParameters(alias, kubernetesVersion string) (map[string]string, error) {
+	family, version, _ := strings.Cut(alias, "@")
+	if version != "latest" {
+		return nil, fmt.Errorf("alias %q: only @latest is supported, pin an AMI with an id term instead", alias)
+	}
+	switch family {
+	case "al2023":
+		base := "/aws/service/eks/optimized-ami/" + kubernetesVersion + "/amazon-linux-2023/"
+		return map[string]string{
+			architectureAMD64: base + "x86_64/standard/recommended/image_id",
+			architectureARM64: base + "arm64/standard/recommended/image_id",
+		}, nil
+	case "al2":
+		base := "/aws/service/eks/optimized-ami/" + kubernetesVersion
+		return map[string]string{
+			architectureAMD64: base + "/amazon-linux-2/recommended/image_id",
+			architectureARM64: base + "/amazon-linux-2-arm64/recommended/image_id",
+		}, nil
+	case "bottlerocket":
+		base := "/aws/service/bottlerocket/aws-k8s-" + kubernetesVersion
+		return map[string]string{
+			architectureAMD64: base + "/x86_64/latest/image_id",
+			architectureARM64: base + "/arm64/latest/image_id",
+		}, nil
+	}
+	return nil, fmt.Errorf("alias %q: unknown family %q, use al2023, al2 or bottlerocket", alias, family)
+}
+
+// resolveAMIs finds the newest AMI per architecture that the terms select.
+func (p *Provider) resolveAMIs(ctx context.Context, terms []awsv1.AMISelectorTerm) (map[string]awsv1.AMI, error) {
+	var inputs []*ec2.DescribeImagesInput
+	for _, term := range terms {
+		switch {
+		case term.Alias != "":
+			params, err := aliasParameters(term.Alias, p.opts.KubernetesVersion)
+			if err != nil {
+				return nil, err
+			}
+			var ids []string
+			for _, name := range params {
+				out, err := p.ssm.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(name)})
+				if err != nil {
+					return nil, fmt.Errorf("reading SSM parameter %s: %w", name, err)
+				}
+				ids = append(ids, aws.ToString(out.Parameter.Value))
+			}
+			sort.Strings(ids)
+			inputs = append(inputs, &ec2.DescribeImagesInput{ImageIds: ids})
+		case term.SSMParameter != "":
+			out, err := p.ssm.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(term.SSMParameter)})
+			if err != nil {
+				return nil, fmt.Errorf("reading SSM parameter %s: %w", term.SSMParameter, err)
+			}
+			inputs = append(inputs, &ec2.DescribeImagesInput{ImageIds: []string{aws.ToString(out.Parameter.Value)}})
+		case term.ID != "":
+			inputs = append(inputs, &ec2.DescribeImagesInput{ImageIds: []string{term.ID}})
+		default:
+			in := &ec2.DescribeImagesInput{Filters: tagFilters(term.Tags)}
+			if term.Name != "" {
+				in.Filters = append(in.Filters, ec2types.Filter{Name: aws.String("name"), Values: []string{term.Name}})
+			}
+			if term.Owner != "" {
+				in.Owners = []string{term.Owner}
+			}
+			inputs = append(inputs, in)
+		}
+	}
+	newest := map[string]ec2types.Image{}
+	for _, in := range inputs {
+		pages := ec2.NewDescribeImagesPaginator(p.ec2, in)
+		for pages.HasMorePages() {
+			page, err := pages.NextPage(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("describing images: %w", err)
+			}
+			for _, img := range page.Images {
+				arch := architectureAMD64
+				if img.Architecture == ec2types.ArchitectureValuesArm64 {
+					arch = architectureARM64
+				}
+				if cur, ok := newest[arch]; !ok || aws.ToString(img.CreationDate) > aws.ToString(cur.CreationDate) {
+					newest[arch] = img
+				}
+			}
+		}
+	}
+	if len(newest) == 0 {
+		return nil, errSelectorMatchedNothing
+	}
+	out := map[string]awsv1.AMI{}
+	for arch, img := range newest {
+		out[arch] = awsv1.AMI{
+			ID:   aws.ToString(img.ImageId),
+			Name: aws.ToString(img.Name),
+			Requirements: []corev1.NodeSelectorRequirement{
+				{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{arch}},
+			},
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,148 @@
+package aws
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/pricing"
+	pricingtypes "github.com/aws/aws-sdk-go-v2/service/pricing/types"
+
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+)
+
+// priceBook holds hourly prices: on-demand per instance type, spot per type and zone.
+type priceBook struct {
+	onDemand map[string]float64
+	spot     map[string]map[string]float64
+}
+
+func (p *priceBook) price(instanceType, zone, capacityType string) (float64, bool) {
+	if capacityType == karpv1.CapacityTypeSpot {
+		v, ok := p.spot[instanceType][zone]
+		return v, ok
+	}
+	v, ok := p.onDemand[instanceType]
+	return v, ok
+}
+
+// onDemandPrices reads Linux, shared-tenancy on-demand prices of the region from the
+// Pricing API.
+func onDemandPrices(ctx context.Context, client *pricing.Client, region string) (map[string]float64, error) {
+	filter := func(field, value string) pricingtypes.Filter {
+		return pricingtypes.Filter{Type: pricingtypes.FilterTypeTermMatch, Field: aws.String(field), Value: aws.String(value)}
+	}
+	pages := pricing.NewGetProductsPaginator(client, &pricing.GetProductsInput{
+		ServiceCode: aws.String("AmazonEC2"),
+		Filters: []pricingtypes.Filter{
+			filter("regionCode", region),
+			filter("operatingSystem", "Linux"),
+			filter("tenancy", "Shared"),
+			filter("preInstalledSw", "NA"),
+			filter("capacitystatus", "Used"),
+		},
+		MaxResults: aws.Int32(100),
+	})
+	out := map[string]float64{}
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("getting on-demand prices: %w", err)
+		}
+		for _, doc := range page.PriceList {
+			name, price, err := parsePriceDocument(doc)
+			if err != nil {
+				return nil, err
+			}
+			if name != "" {
+				out[name] = price
+			}
+		}
+	}
+	return out, nil
+}
+
+// priceDocument is the part of a price list product document Tailor reads.
+type priceDocument struct {
+	Product struct {
+		Attributes struct {
+			InstanceType string `json:"instanceType"`
+		} `json:"attributes"`
+	} `json:"product"`
+	Terms struct {
+		OnDemand map[string]struct {
+			PriceDimensions map[string]struct {
+				PricePerUnit map[string]string `json:"pricePerUnit"`
+			} `json:"priceDimensions"`
+		} `json:"OnDemand"`
+	} `json:"terms"`
+}
+
+func parsePriceDocument(doc string) (string, float64, error) {
+	var d priceDocument
+	if err := json.Unmarshal([]byte(doc), &d); err != nil {
+		return "", 0, fmt.Errorf("decoding price list document: %w", err)
+	}
+	for _, term := range d.Terms.OnDemand {
+		for _, dim := range term.PriceDimensions {
+			usd, ok := dim.PricePerUnit["USD"]
+			if !ok {
+				continue
+			}
+			price, err := strconv.ParseFloat(usd, 64)
+			if err != nil {
+				return "", 0, fmt.Errorf("parsing price %q of %s: %w", usd, d.Product.Attributes.InstanceType, err)
+			}
+			if price > 0 {
+				return d.Product.Attributes.InstanceType, price, nil
+			}
+		}
+	}
+	return "", 0, nil
+}
+
+// spotPrices reads the latest Linux spot price of every instance type in every zone.
+func spotPrices(ctx context.Context, client *ec2.Client, now time.Time) (map[string]map[string]float64, error) {
+	pages := ec2.NewDescribeSpotPriceHistoryPaginator(client, &ec2.DescribeSpotPriceHistoryInput{
+		ProductDescriptions: []string{"Linux/UNIX"},
+		StartTime:           aws.Time(now),
+		MaxResults:          aws.Int32(1000),
+	})
+	out := map[string]map[string]float64{}
+	latest := map[string]time.Time{}
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("describing spot price history: %w", err)
+		}
+		for _, p := range page.SpotPriceHistory {
+			if err := addSpotPrice(out, latest, p); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+func addSpotPrice(out map[string]map[string]float64, latest map[string]time.Time, p ec2types.SpotPrice) error {
+	it, zone := string(p.InstanceType), aws.ToString(p.AvailabilityZone)
+	key := it + "/" + zone
+	if ts := aws.ToTime(p.Timestamp); !latest[key].IsZero() && ts.Before(latest[key]) {
+		return nil
+	}
+	price, err := strconv.ParseFloat(aws.ToString(p.SpotPrice), 64)
+	if err != nil {
+		return fmt.Errorf("parsing spot price %q of %s: %w", aws.ToString(p.SpotPrice), key, err)
+	}
+	if out[it] == nil {
+		out[it] = map[string]float64{}
+	}
+	out[it][zone] = price
+	latest[key] = aws.ToTime(p.Timestamp)
+	return nil
+}

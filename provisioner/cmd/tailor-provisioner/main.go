@@ -1,0 +1,48 @@
+// Command tailor-provisioner is Tailor's provisioner sidecar: it plans and launches capacity
+// for pods the tailor-scheduler cannot place, and owns the lifecycle of the nodes it launches.
+package main
+
+import (
+	"flag"
+	"os"
+	"time"
+
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/tailor-autoscaler/tailor/provisioner/operator"
+)
+
+func main() {
+	opts := operator.Options{}
+	flag.StringVar(&opts.SocketPath, "socket", "/var/run/tailor/provisioner.sock", "Unix socket of the gRPC API the scheduler plugin uses.")
+	flag.DurationVar(&opts.BatchIdle, "batch-idle-duration", time.Second, "A provisioning batch closes after this long without new pods.")
+	flag.DurationVar(&opts.BatchMax, "batch-max-duration", 10*time.Second, "A provisioning batch closes this long after it opened.")
+	flag.StringVar(&opts.ClusterName, "cluster-name", os.Getenv("CLUSTER_NAME"), "Name of the EKS cluster (env CLUSTER_NAME).")
+	flag.StringVar(&opts.ClusterEndpoint, "cluster-endpoint", os.Getenv("CLUSTER_ENDPOINT"), "API server endpoint nodes join; the kubeconfig's by default (env CLUSTER_ENDPOINT).")
+	flag.StringVar(&opts.ClusterCABundle, "cluster-ca-bundle", os.Getenv("CLUSTER_CA_BUNDLE"), "Base64 PEM CA bundle of the cluster; the kubeconfig's by default.")
+	flag.StringVar(&opts.ServiceCIDR, "service-cidr", "10.100.0.0/16", "Service CIDR of the cluster, for node bootstrap.")
+	flag.StringVar(&opts.AWSEndpointURL, "aws-endpoint-url", "", "Endpoint of every AWS service (for a local EC2-compatible endpoint); AWS_ENDPOINT_URL_<SERVICE> also works.")
+	flag.Float64Var(&opts.VMMemoryOverheadPercent, "vm-memory-overhead-percent", 0.075, "Fraction of an instance's memory the kubelet does not see.")
+	flag.IntVar(&opts.ReservedENIs, "reserved-enis", 0, "Network interfaces per node kept from pods.")
+	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", "Listen address of the metrics endpoint; 0 disables it.")
+	flag.StringVar(&opts.HealthAddr, "health-probe-bind-address", ":8081", "Listen address of /healthz and /readyz.")
+	flag.BoolVar(&opts.LeaderElect, "leader-elect", false, "Elect one active replica through a Lease.")
+	flag.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease.")
+	klog.InitFlags(flag.CommandLine)
+	flag.Parse()
+
+	logger := textlogger.NewLogger(textlogger.NewConfig())
+	ctrl.SetLogger(logger)
+	ctx := klog.NewContext(ctrl.SetupSignalHandler(), logger)
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		logger.Error(err, "loading kubeconfig")
+		os.Exit(1)
+	}
+	if err := operator.Run(ctx, cfg, opts); err != nil {
+		logger.Error(err, "provisioner stopped")
+		os.Exit(1)
+	}
+}

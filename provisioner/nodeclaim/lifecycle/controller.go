@@ -1,0 +1,288 @@
+// Package lifecycle drives a NodeClaim from creation to a usable node: it launches the
+// instance (Launched), matches the Node that joins with the instance's provider ID and syncs
+// the NodeClaim's labels and taints onto it (Registered), and waits for the Node to be Ready
+// with its startup taints gone (Initialized).
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
+)
+
+// Event reasons on NodeClaims.
+const (
+	ReasonLaunched             = "Launched"
+	ReasonLaunchFailed         = "LaunchFailed"
+	ReasonRegistered           = "Registered"
+	ReasonInitialized          = "Initialized"
+	ReasonNodeClassNotReady    = "NodeClassNotReady"
+	ReasonInsufficientCapacity = "InsufficientCapacity"
+)
+
+// Launcher creates instances.
+type Launcher interface {
+	Create(ctx context.Context, nodeClaim *karpv1.NodeClaim) (*karpv1.NodeClaim, error)
+}
+
+// Controller reconciles NodeClaims through launch, registration and initialization.
+type Controller struct {
+	kube     client.Client
+	launcher Launcher
+	recorder record.EventRecorder
+	clock    clock.Clock
+}
+
+// NewController returns a Controller.
+func NewController(kube client.Client, launcher Launcher, recorder record.EventRecorder, clk clock.Clock) *Controller {
+	return &Controller{kube: kube, launcher: launcher, recorder: recorder, clock: clk}
+}
+
+// Register adds the controller to the manager: it watches NodeClaims, and Nodes mapped to
+// their NodeClaim by provider ID.
+func (c *Controller) Register(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("nodeclaim.lifecycle").
+		For(&karpv1.NodeClaim{}).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(c.nodeToNodeClaim), builder.WithPredicates()).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 10}).
+		Complete(c)
+}
+
+func (c *Controller) nodeToNodeClaim(ctx context.Context, o client.Object) []reconcile.Request {
+	node := o.(*corev1.Node)
+	if node.Spec.ProviderID == "" {
+		return nil
+	}
+	claims := &karpv1.NodeClaimList{}
+	if err := c.kube.List(ctx, claims, client.MatchingFields{nodeclaim.NodeClaimProviderIDIndex: node.Spec.ProviderID}); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(claims.Items))
+	for _, nc := range claims.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&nc)})
+	}
+	return out
+}
+
+// Reconcile moves the NodeClaim one step along its lifecycle.
+func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	nc := &karpv1.NodeClaim{}
+	if err := c.kube.Get(ctx, req.NamespacedName, nc); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if nc.DeletionTimestamp != nil {
+		return reconcile.Result{}, nil
+	}
+	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("nodeClaim", nc.Name))
+	switch {
+	case nc.Status.ProviderID == "":
+		return c.launch(ctx, nc)
+	case !nodeclaim.IsTrue(nc, karpv1.ConditionTypeRegistered):
+		return c.register(ctx, nc)
+	case !nodeclaim.IsTrue(nc, karpv1.ConditionTypeInitialized):
+		return c.initialize(ctx, nc)
+	}
+	return reconcile.Result{}, nil
+}
+
+// launch creates the instance and records it. A NodeClaim no offering can satisfy is
+// deleted, so its pods are planned again.
+func (c *Controller) launch(ctx context.Context, nc *karpv1.NodeClaim) (reconcile.Result, error) {
+	logger := log.FromContext(ctx)
+	launched, err := c.launcher.Create(ctx, nc)
+	switch {
+	case cloudprovider.IsInsufficientCapacityError(err):
+		c.recorder.Event(nc, corev1.EventTypeWarning, ReasonInsufficientCapacity, err.Error())
+		logger.Info("no capacity for NodeClaim, deleting it so its pods are planned again", "error", err.Error())
+		return reconcile.Result{}, client.IgnoreNotFound(c.kube.Delete(ctx, nc))
+	case cloudprovider.IsNodeClassNotReadyError(err):
+		c.recorder.Event(nc, corev1.EventTypeWarning, ReasonNodeClassNotReady, err.Error())
+		return c.setLaunchFailed(ctx, nc, ReasonNodeClassNotReady, err, 10*time.Second)
+	case err != nil:
+		c.recorder.Event(nc, corev1.EventTypeWarning, ReasonLaunchFailed, err.Error())
+		return c.setLaunchFailed(ctx, nc, ReasonLaunchFailed, err, 0)
+	}
+	// Labels first: they are metadata, the rest is status.
+	patch := client.MergeFrom(nc.DeepCopy())
+	if nc.Labels == nil {
+		nc.Labels = map[string]string{}
+	}
+	for k, v := range launched.Labels {
+		nc.Labels[k] = v
+	}
+	if err := c.kube.Patch(ctx, nc, patch); err != nil {
+		return reconcile.Result{}, fmt.Errorf("labelling launched NodeClaim: %w", err)
+	}
+	statusPatch := client.MergeFrom(nc.DeepCopy())
+	nc.Status.ProviderID = launched.Status.ProviderID
+	nc.Status.NodeName = launched.Status.NodeName
+	nc.Status.ImageID = launched.Status.ImageID
+	nc.Status.Capacity = launched.Status.Capacity
+	nc.Status.Allocatable = launched.Status.Allocatable
+	nodeclaim.SetCondition(nc, karpv1.ConditionTypeLaunched, metav1.ConditionTrue, ReasonLaunched, "")
+	nodeclaim.SetCondition(nc, karpv1.ConditionTypeRegistered, metav1.ConditionUnknown, "AwaitingNode", "waiting for the node to join")
+	nodeclaim.SetCondition(nc, karpv1.ConditionTypeInitialized, metav1.ConditionUnknown, "AwaitingNode", "waiting for the node to join")
+	nodeclaim.SetCondition(nc, karpv1.ConditionTypeReady, metav1.ConditionUnknown, "AwaitingNode", "waiting for the node to join")
+	if err := c.kube.Status().Patch(ctx, nc, statusPatch); err != nil {
+		return reconcile.Result{}, fmt.Errorf("recording launched instance %s: %w", launched.Status.ProviderID, err)
+	}
+	c.recorder.Eventf(nc, corev1.EventTypeNormal, ReasonLaunched, "launched %s %s in %s as %s",
+		nc.Labels[karpv1.CapacityTypeLabelKey], nc.Labels[corev1.LabelInstanceTypeStable], nc.Labels[corev1.LabelTopologyZone], nc.Status.ProviderID)
+	logger.Info("launched NodeClaim", "providerID", nc.Status.ProviderID, "node", nc.Status.NodeName,
+		"instanceType", nc.Labels[corev1.LabelInstanceTypeStable], "zone", nc.Labels[corev1.LabelTopologyZone],
+		"capacityType", nc.Labels[karpv1.CapacityTypeLabelKey])
+	return reconcile.Result{}, nil
+}
+
+func (c *Controller) setLaunchFailed(ctx context.Context, nc *karpv1.NodeClaim, reason string, cause error, retry time.Duration) (reconcile.Result, error) {
+	patch := client.MergeFrom(nc.DeepCopy())
+	nodeclaim.SetCondition(nc, karpv1.ConditionTypeLaunched, metav1.ConditionFalse, reason, cause.Error())
+	if err := c.kube.Status().Patch(ctx, nc, patch); err != nil && !apierrors.IsNotFound(err) {
+		return reconcile.Result{}, fmt.Errorf("recording launch failure: %w", err)
+	}
+	if retry > 0 {
+		return reconcile.Result{RequeueAfter: retry}, nil
+	}
+	return reconcile.Result{}, fmt.Errorf("launching NodeClaim: %w", cause)
+}
+
+// register finds the NodeClaim's Node, syncs labels and taints onto it and lifts the
+// unregistered taint so pods may land.
+func (c *Controller) register(ctx context.Context, nc *karpv1.NodeClaim) (reconcile.Result, error) {
+	nodes := &corev1.NodeList{}
+	if err := c.kube.List(ctx, nodes, client.MatchingFields{nodeclaim.NodeProviderIDIndex: nc.Status.ProviderID}); err != nil {
+		return reconcile.Result{}, fmt.Errorf("finding node of %s: %w", nc.Status.ProviderID, err)
+	}
+	if len(nodes.Items) == 0 {
+		return reconcile.Result{}, nil
+	}
+	node := &nodes.Items[0]
+	patch := client.MergeFrom(node.DeepCopy())
+	if node.Labels == nil {
+		node.Labels = map[string]string{}
+	}
+	for k, v := range nc.Labels {
+		node.Labels[k] = v
+	}
+	node.Labels[karpv1.NodeRegisteredLabelKey] = "true"
+	node.Spec.Taints = syncTaints(node.Spec.Taints, nc.Spec.Taints)
+	node.OwnerReferences = ownedBy(node.OwnerReferences, nc)
+	if err := c.kube.Patch(ctx, node, patch); err != nil {
+		return reconcile.Result{}, fmt.Errorf("registering node %s: %w", node.Name, err)
+	}
+	statusPatch := client.MergeFrom(nc.DeepCopy())
+	nc.Status.NodeName = node.Name
+	nodeclaim.SetCondition(nc, karpv1.ConditionTypeRegistered, metav1.ConditionTrue, ReasonRegistered, "")
+	if err := c.kube.Status().Patch(ctx, nc, statusPatch); err != nil {
+		return reconcile.Result{}, fmt.Errorf("recording registration: %w", err)
+	}
+	c.recorder.Eventf(nc, corev1.EventTypeNormal, ReasonRegistered, "node %s joined", node.Name)
+	log.FromContext(ctx).Info("registered NodeClaim", "node", node.Name)
+	return reconcile.Result{}, nil
+}
+
+// syncTaints removes the unregistered taint and adds the NodeClaim's taints the node lacks.
+func syncTaints(have, want []corev1.Taint) []corev1.Taint {
+	var out []corev1.Taint
+	for _, t := range have {
+		if !t.MatchTaint(&karpv1.UnregisteredNoExecuteTaint) {
+			out = append(out, t)
+		}
+	}
+	for _, t := range want {
+		found := false
+		for i := range out {
+			if out[i].MatchTaint(&t) {
+				found = true
+			}
+		}
+		if !found {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// ownedBy makes the NodeClaim an owner of the node, so deleting the NodeClaim deletes it.
+func ownedBy(refs []metav1.OwnerReference, nc *karpv1.NodeClaim) []metav1.OwnerReference {
+	for _, r := range refs {
+		if r.UID == nc.UID {
+			return refs
+		}
+	}
+	return append(refs, metav1.OwnerReference{
+		APIVersion: karpv1.SchemeGroupVersion.String(), Kind: "NodeClaim", Name: nc.Name, UID: nc.UID,
+	})
+}
+
+// initialize marks the NodeClaim Initialized once its node is Ready, its startup taints are
+// gone and every extended resource it was planned for is reported.
+func (c *Controller) initialize(ctx context.Context, nc *karpv1.NodeClaim) (reconcile.Result, error) {
+	node := &corev1.Node{}
+	if err := c.kube.Get(ctx, client.ObjectKey{Name: nc.Status.NodeName}, node); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if reason := notInitialized(nc, node); reason != "" {
+		return reconcile.Result{}, nil
+	}
+	patch := client.MergeFrom(node.DeepCopy())
+	node.Labels[karpv1.NodeInitializedLabelKey] = "true"
+	if err := c.kube.Patch(ctx, node, patch); err != nil {
+		return reconcile.Result{}, fmt.Errorf("labelling node %s initialized: %w", node.Name, err)
+	}
+	statusPatch := client.MergeFrom(nc.DeepCopy())
+	nodeclaim.SetCondition(nc, karpv1.ConditionTypeInitialized, metav1.ConditionTrue, ReasonInitialized, "")
+	nodeclaim.SetCondition(nc, karpv1.ConditionTypeReady, metav1.ConditionTrue, ReasonInitialized, "")
+	if err := c.kube.Status().Patch(ctx, nc, statusPatch); err != nil {
+		return reconcile.Result{}, fmt.Errorf("recording initialization: %w", err)
+	}
+	c.recorder.Eventf(nc, corev1.EventTypeNormal, ReasonInitialized, "node %s is ready", node.Name)
+	log.FromContext(ctx).Info("initialized NodeClaim", "node", node.Name, "sinceCreation", c.clock.Since(nc.CreationTimestamp.Time).Round(time.Millisecond).String())
+	return reconcile.Result{}, nil
+}
+
+func notInitialized(nc *karpv1.NodeClaim, node *corev1.Node) string {
+	ready := false
+	for _, cond := range node.Status.Conditions {
+		if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+			ready = true
+		}
+	}
+	if !ready {
+		return "node is not Ready"
+	}
+	for _, st := range nc.Spec.StartupTaints {
+		for _, t := range node.Spec.Taints {
+			if t.MatchTaint(&st) {
+				return "startup taint " + st.ToString() + " is still present"
+			}
+		}
+	}
+	for name, q := range nc.Spec.Resources.Requests {
+		if name == corev1.ResourceCPU || name == corev1.ResourceMemory || name == corev1.ResourcePods || name == corev1.ResourceEphemeralStorage || q.IsZero() {
+			continue
+		}
+		if have, ok := node.Status.Allocatable[name]; !ok || have.IsZero() {
+			return "extended resource " + string(name) + " is not registered yet"
+		}
+	}
+	return ""
+}

@@ -1,0 +1,126 @@
+// Package termination finishes deleted NodeClaims: it cordons the node, terminates the
+// instance, waits until the cloud reports it gone, deletes the Node and only then releases
+// the NodeClaim's finalizer, so no instance outlives its NodeClaim.
+package termination
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+)
+
+// ReasonTerminated is the event reason once a NodeClaim's instance is gone.
+const ReasonTerminated = "Terminated"
+
+// pollInterval is how often an instance being terminated is checked.
+const pollInterval = 2 * time.Second
+
+// Terminator terminates instances; Delete returns a NodeClaimNotFoundError once the instance is gone.
+type Terminator interface {
+	Delete(ctx context.Context, nodeClaim *karpv1.NodeClaim) error
+}
+
+// Controller finishes deleted NodeClaims.
+type Controller struct {
+	kube       client.Client
+	terminator Terminator
+	recorder   record.EventRecorder
+	clock      clock.Clock
+}
+
+// NewController returns a Controller.
+func NewController(kube client.Client, terminator Terminator, recorder record.EventRecorder, clk clock.Clock) *Controller {
+	return &Controller{kube: kube, terminator: terminator, recorder: recorder, clock: clk}
+}
+
+// Register adds the controller to the manager.
+func (c *Controller) Register(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("nodeclaim.termination").
+		For(&karpv1.NodeClaim{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 10}).
+		Complete(c)
+}
+
+// Reconcile terminates a deleted NodeClaim's instance and then releases it.
+func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	nc := &karpv1.NodeClaim{}
+	if err := c.kube.Get(ctx, req.NamespacedName, nc); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if nc.DeletionTimestamp == nil || !controllerutil.ContainsFinalizer(nc, karpv1.TerminationFinalizer) {
+		return reconcile.Result{}, nil
+	}
+	logger := log.FromContext(ctx).WithValues("nodeClaim", nc.Name)
+	node, err := c.node(ctx, nc)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if node != nil {
+		if err := c.cordon(ctx, node); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	if err := c.terminator.Delete(ctx, nc); err != nil {
+		if !cloudprovider.IsNodeClaimNotFoundError(err) {
+			return reconcile.Result{}, fmt.Errorf("terminating instance %s: %w", nc.Status.ProviderID, err)
+		}
+	} else {
+		return reconcile.Result{RequeueAfter: pollInterval}, nil
+	}
+	if node != nil {
+		if err := c.kube.Delete(ctx, node); client.IgnoreNotFound(err) != nil {
+			return reconcile.Result{}, fmt.Errorf("deleting node %s: %w", node.Name, err)
+		}
+	}
+	patch := client.MergeFrom(nc.DeepCopy())
+	controllerutil.RemoveFinalizer(nc, karpv1.TerminationFinalizer)
+	if err := c.kube.Patch(ctx, nc, patch); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("releasing NodeClaim: %w", err))
+	}
+	c.recorder.Eventf(nc, corev1.EventTypeNormal, ReasonTerminated, "instance %s terminated", nc.Status.ProviderID)
+	logger.Info("terminated NodeClaim", "providerID", nc.Status.ProviderID, "lifetime", c.clock.Since(nc.CreationTimestamp.Time).Round(time.Second).String())
+	return reconcile.Result{}, nil
+}
+
+func (c *Controller) node(ctx context.Context, nc *karpv1.NodeClaim) (*corev1.Node, error) {
+	if nc.Status.NodeName == "" {
+		return nil, nil
+	}
+	node := &corev1.Node{}
+	if err := c.kube.Get(ctx, client.ObjectKey{Name: nc.Status.NodeName}, node); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	if node.Spec.ProviderID != nc.Status.ProviderID {
+		return nil, nil
+	}
+	return node, nil
+}
+
+// cordon taints the node so nothing new lands on it while it goes away.
+func (c *Controller) cordon(ctx context.Context, node *corev1.Node) error {
+	for _, t := range node.Spec.Taints {
+		if t.MatchTaint(&karpv1.DisruptedNoScheduleTaint) {
+			return nil
+		}
+	}
+	patch := client.MergeFrom(node.DeepCopy())
+	node.Spec.Taints = append(node.Spec.Taints, karpv1.DisruptedNoScheduleTaint)
+	if err := c.kube.Patch(ctx, node, patch); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("cordoning node %s: %w", node.Name, err)
+	}
+	return nil
+}

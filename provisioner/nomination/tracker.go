@@ -1,0 +1,252 @@
+// Package nomination tracks where planned pods will land: the NodeClaim each pod was planned
+// onto and, once that NodeClaim's instance is launched, the node it will register as. It
+// streams those nominations to the scheduler plugin, which nominates each pod to its node.
+//
+// The tracker's state is derived from NodeClaims (their planned-pods annotation and
+// status.nodeName), so a restarted provisioner rebuilds it from the API server.
+package nomination
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+)
+
+// PlannedPodsAnnotationKey on a NodeClaim lists the pods planned onto it, as a JSON array
+// of "namespace/name/uid".
+const PlannedPodsAnnotationKey = "tailor.sh/planned-pods"
+
+// Pod identifies a pod.
+type Pod struct {
+	Namespace string
+	Name      string
+	UID       types.UID
+}
+
+func (p Pod) String() string { return p.Namespace + "/" + p.Name + "/" + string(p.UID) }
+
+// Nomination is a pod, its NodeClaim, and the node name (empty until launched).
+type Nomination struct {
+	Pod       Pod
+	NodeClaim string
+	NodeName  string
+}
+
+// Update is a change subscribers receive: pods nominated to a node, or plans withdrawn.
+type Update struct {
+	Nominated []Nomination
+	Withdrawn []Pod
+}
+
+// Tracker holds the plan of every pod planned and not yet bound.
+type Tracker struct {
+	mu      sync.Mutex
+	plans   map[types.UID]*Nomination
+	byClaim map[string]map[types.UID]bool
+	subs    map[*subscriber]bool
+}
+
+type subscriber struct {
+	updates chan Update
+}
+
+// subscriberBuffer bounds how far a subscriber may lag; one that falls further behind is
+// dropped and must subscribe again for a fresh snapshot.
+const subscriberBuffer = 256
+
+// NewTracker returns an empty tracker.
+func NewTracker() *Tracker {
+	return &Tracker{plans: map[types.UID]*Nomination{}, byClaim: map[string]map[types.UID]bool{}, subs: map[*subscriber]bool{}}
+}
+
+// Planned reports whether the pod has a live plan.
+func (t *Tracker) Planned(uid types.UID) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.plans[uid]
+	return ok
+}
+
+// Get returns the pod's plan.
+func (t *Tracker) Get(uid types.UID) (Nomination, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n, ok := t.plans[uid]
+	if !ok {
+		return Nomination{}, false
+	}
+	return *n, true
+}
+
+// PodsOf returns the pods planned onto a NodeClaim.
+func (t *Tracker) PodsOf(nodeClaim string) []Pod {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []Pod
+	for uid := range t.byClaim[nodeClaim] {
+		out = append(out, t.plans[uid].Pod)
+	}
+	return out
+}
+
+// Plan records that pods are planned onto a NodeClaim whose node will be nodeName (empty
+// while unknown). Pods already planned elsewhere move.
+func (t *Tracker) Plan(nodeClaim, nodeName string, pods []Pod) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var nominated []Nomination
+	for _, p := range pods {
+		if cur, ok := t.plans[p.UID]; ok && cur.NodeClaim != nodeClaim {
+			delete(t.byClaim[cur.NodeClaim], p.UID)
+		}
+		cur, ok := t.plans[p.UID]
+		if ok && cur.NodeClaim == nodeClaim && cur.NodeName == nodeName {
+			continue
+		}
+		n := &Nomination{Pod: p, NodeClaim: nodeClaim, NodeName: nodeName}
+		t.plans[p.UID] = n
+		if t.byClaim[nodeClaim] == nil {
+			t.byClaim[nodeClaim] = map[types.UID]bool{}
+		}
+		t.byClaim[nodeClaim][p.UID] = true
+		if nodeName != "" {
+			nominated = append(nominated, *n)
+		}
+	}
+	t.publish(Update{Nominated: nominated})
+}
+
+// SetNode records the node name of a NodeClaim and nominates its pods to it.
+func (t *Tracker) SetNode(nodeClaim, nodeName string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var nominated []Nomination
+	for uid := range t.byClaim[nodeClaim] {
+		n := t.plans[uid]
+		if n.NodeName == nodeName {
+			continue
+		}
+		n.NodeName = nodeName
+		nominated = append(nominated, *n)
+	}
+	t.publish(Update{Nominated: nominated})
+}
+
+// DropClaim withdraws the plans of every pod of a NodeClaim (it failed or was deleted).
+func (t *Tracker) DropClaim(nodeClaim string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var withdrawn []Pod
+	for uid := range t.byClaim[nodeClaim] {
+		withdrawn = append(withdrawn, t.plans[uid].Pod)
+		delete(t.plans, uid)
+	}
+	delete(t.byClaim, nodeClaim)
+	t.publish(Update{Withdrawn: withdrawn})
+}
+
+// Forget drops a pod's plan without withdrawing it: the pod was bound or deleted.
+func (t *Tracker) Forget(uid types.UID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n, ok := t.plans[uid]; ok {
+		delete(t.byClaim[n.NodeClaim], uid)
+		delete(t.plans, uid)
+	}
+}
+
+// Subscribe returns every current nomination and a channel of later updates. The channel is
+// closed when the subscriber falls too far behind or cancel is called.
+func (t *Tracker) Subscribe() (snapshot []Nomination, updates <-chan Update, cancel func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, n := range t.plans {
+		if n.NodeName != "" {
+			snapshot = append(snapshot, *n)
+		}
+	}
+	s := &subscriber{updates: make(chan Update, subscriberBuffer)}
+	t.subs[s] = true
+	return snapshot, s.updates, func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if t.subs[s] {
+			delete(t.subs, s)
+			close(s.updates)
+		}
+	}
+}
+
+// publish sends an update to every subscriber; t.mu must be held.
+func (t *Tracker) publish(u Update) {
+	if len(u.Nominated) == 0 && len(u.Withdrawn) == 0 {
+		return
+	}
+	for s := range t.subs {
+		select {
+		case s.updates <- u:
+		default:
+			delete(t.subs, s)
+			close(s.updates)
+		}
+	}
+}
+
+// Sync brings the tracker in line with a NodeClaim from the API server: its planned pods
+// that pending says still wait, and its node name. It is how a restarted provisioner
+// recovers its plans.
+func (t *Tracker) Sync(nc *karpv1.NodeClaim, pending func(Pod) bool) error {
+	recorded, err := DecodePods(nc.Annotations[PlannedPodsAnnotationKey])
+	if err != nil {
+		return fmt.Errorf("reading planned pods of NodeClaim %s: %w", nc.Name, err)
+	}
+	pods := recorded[:0]
+	for _, p := range recorded {
+		if pending(p) {
+			pods = append(pods, p)
+		}
+	}
+	t.Plan(nc.Name, nc.Status.NodeName, pods)
+	if nc.Status.NodeName != "" {
+		t.SetNode(nc.Name, nc.Status.NodeName)
+	}
+	return nil
+}
+
+// EncodePods renders pods for the planned-pods annotation.
+func EncodePods(pods []Pod) (string, error) {
+	list := make([]string, len(pods))
+	for i, p := range pods {
+		list[i] = p.String()
+	}
+	b, err := json.Marshal(list)
+	if err != nil {
+		return "", fmt.Errorf("encoding planned pods: %w", err)
+	}
+	return string(b), nil
+}
+
+// DecodePods parses the planned-pods annotation; an empty value is no pods.
+func DecodePods(value string) ([]Pod, error) {
+	if value == "" {
+		return nil, nil
+	}
+	var list []string
+	if err := json.Unmarshal([]byte(value), &list); err != nil {
+		return nil, fmt.Errorf("decoding %s (want a JSON array of \"namespace/name/uid\"): %w", PlannedPodsAnnotationKey, err)
+	}
+	out := make([]Pod, 0, len(list))
+	for _, s := range list {
+		parts := strings.Split(s, "/")
+		if len(parts) != 3 {
+			return nil, fmt.Errorf("decoding %s: %q is not namespace/name/uid", PlannedPodsAnnotationKey, s)
+		}
+		out = append(out, Pod{Namespace: parts[0], Name: parts[1], UID: types.UID(parts[2])})
+	}
+	return out, nil
+}

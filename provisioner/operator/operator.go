@@ -1,0 +1,260 @@
+// Package operator assembles the provisioner sidecar: the Kubernetes manager and its
+// caches, the AWS provider, the controllers, the provisioning loop and the gRPC server the
+// scheduler plugin talks to.
+package operator
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"time"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/discovery"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/batcher"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws"
+	"github.com/tailor-autoscaler/tailor/provisioner/handoff"
+	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
+	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/lifecycle"
+	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/termination"
+	"github.com/tailor-autoscaler/tailor/provisioner/nodeclass"
+	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
+	"github.com/tailor-autoscaler/tailor/provisioner/provisioning"
+)
+
+// Options are the sidecar's settings.
+type Options struct {
+	// SocketPath is the unix socket of the gRPC API shared with the scheduler.
+	SocketPath string
+	// BatchIdle and BatchMax bound a provisioning batch.
+	BatchIdle, BatchMax time.Duration
+	// ClusterName, ClusterEndpoint, ClusterCABundle (base64 PEM) and ServiceCIDR describe
+	// the cluster nodes join. Endpoint and CA default to the kubeconfig's.
+	ClusterName, ClusterEndpoint, ClusterCABundle, ServiceCIDR string
+	// AWSEndpointURL overrides the endpoint of every AWS service (for a local endpoint).
+	AWSEndpointURL string
+	// VMMemoryOverheadPercent and ReservedENIs shape instance capacity.
+	VMMemoryOverheadPercent float64
+	ReservedENIs            int
+	// MetricsAddr and HealthAddr are the listen addresses of metrics and health probes.
+	MetricsAddr, HealthAddr string
+	// LeaderElect makes replicas elect one active leader.
+	LeaderElect bool
+	// LeaderElectionNamespace holds the leader election Lease.
+	LeaderElectionNamespace string
+}
+
+// Validate checks the options and names the flag to fix.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.SocketPath == "" {
+		errs = append(errs, errors.New("--socket must be set"))
+	}
+	if o.ClusterName == "" {
+		errs = append(errs, errors.New("--cluster-name must be set to the EKS cluster name"))
+	}
+	if o.BatchIdle <= 0 || o.BatchMax < o.BatchIdle {
+		errs = append(errs, fmt.Errorf("--batch-idle-duration (%s) must be positive and at most --batch-max-duration (%s)", o.BatchIdle, o.BatchMax))
+	}
+	return errors.Join(errs...)
+}
+
+// Scheme knows every type the sidecar reads and writes.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(karpv1.AddToScheme(s))
+	utilruntime.Must(awsv1.AddToScheme(s))
+	return s
+}
+
+// Run starts the sidecar and blocks until ctx ends.
+func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	logger := log.FromContext(ctx)
+	clk := clock.RealClock{}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  Scheme(),
+		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress:  opts.HealthAddr,
+		LeaderElection:          opts.LeaderElect,
+		LeaderElectionID:        "tailor-provisioner",
+		LeaderElectionNamespace: opts.LeaderElectionNamespace,
+	})
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+	if err := indexes(ctx, mgr); err != nil {
+		return err
+	}
+	provider, err := newProvider(ctx, cfg, mgr, opts, clk)
+	if err != nil {
+		return err
+	}
+	recorder := mgr.GetEventRecorderFor("tailor-provisioner")
+	tracker := nomination.NewTracker()
+	batches, err := batcher.New(batcher.Options{Idle: opts.BatchIdle, Max: opts.BatchMax, Clock: clk})
+	if err != nil {
+		return err
+	}
+	prov := provisioning.New(mgr.GetClient(), provider, tracker, batches, recorder)
+
+	for _, c := range []interface{ Register(ctrl.Manager) error }{
+		lifecycle.NewController(mgr.GetClient(), provider, recorder, clk),
+		termination.NewController(mgr.GetClient(), provider, recorder, clk),
+		nomination.NewController(mgr.GetClient(), tracker),
+		nodeclass.NewController(mgr.GetClient(), provider),
+	} {
+		if err := c.Register(mgr); err != nil {
+			return fmt.Errorf("registering controller: %w", err)
+		}
+	}
+	if err := forgetBoundPods(ctx, mgr, prov); err != nil {
+		return err
+	}
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		for batches.Wait(ctx) {
+			if err := prov.Provision(ctx); err != nil {
+				logger.Error(err, "provisioning failed; the pods will be submitted again")
+			}
+		}
+		return nil
+	})); err != nil {
+		return fmt.Errorf("adding provisioning loop: %w", err)
+	}
+	// The API serves on every replica so the scheduler's sidecar always answers.
+	if err := mgr.Add(alwaysRunnable(func(ctx context.Context) error {
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return errors.New("caches did not sync")
+		}
+		return handoff.Serve(ctx, opts.SocketPath, handoff.NewServer(prov, tracker))
+	})); err != nil {
+		return fmt.Errorf("adding gRPC server: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return fmt.Errorf("adding health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return fmt.Errorf("adding readiness check: %w", err)
+	}
+	logger.Info("starting provisioner", "cluster", opts.ClusterName, "socket", opts.SocketPath)
+	return mgr.Start(ctx)
+}
+
+// alwaysRunnable runs on every replica, leader or not.
+type alwaysRunnable func(ctx context.Context) error
+
+func (f alwaysRunnable) Start(ctx context.Context) error { return f(ctx) }
+func (alwaysRunnable) NeedLeaderElection() bool          { return false }
+
+// indexes registers the cache indexes the controllers look objects up by.
+func indexes(ctx context.Context, mgr ctrl.Manager) error {
+	idx := mgr.GetFieldIndexer()
+	if err := idx.IndexField(ctx, &corev1.Node{}, nodeclaim.NodeProviderIDIndex, nodeclaim.NodeProviderID); err != nil {
+		return fmt.Errorf("indexing nodes: %w", err)
+	}
+	if err := idx.IndexField(ctx, &karpv1.NodeClaim{}, nodeclaim.NodeClaimProviderIDIndex, nodeclaim.NodeClaimProviderID); err != nil {
+		return fmt.Errorf("indexing NodeClaims: %w", err)
+	}
+	if err := idx.IndexField(ctx, &corev1.Pod{}, provisioning.PodNodeNameIndex, func(o client.Object) []string {
+		if n := o.(*corev1.Pod).Spec.NodeName; n != "" {
+			return []string{n}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("indexing pods: %w", err)
+	}
+	return nil
+}
+
+// forgetBoundPods drops pods from the provisioning queue and tracker once they are bound or
+// deleted.
+func forgetBoundPods(ctx context.Context, mgr ctrl.Manager, prov *provisioning.Provisioner) error {
+	informer, err := mgr.GetCache().GetInformer(ctx, &corev1.Pod{})
+	if err != nil {
+		return fmt.Errorf("getting pod informer: %w", err)
+	}
+	_, err = informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, obj any) {
+			if pod, ok := obj.(*corev1.Pod); ok && pod.Spec.NodeName != "" {
+				prov.Forget(pod.UID)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if pod, ok := obj.(*corev1.Pod); ok {
+				prov.Forget(pod.UID)
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("watching pods: %w", err)
+	}
+	return nil
+}
+
+// newProvider builds the AWS provider from the SDK's default credential chain, the cluster
+// settings and the API server's Kubernetes version.
+func newProvider(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, opts Options, clk clock.Clock) (*aws.Provider, error) {
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("loading AWS configuration: %w", err)
+	}
+	if opts.AWSEndpointURL != "" {
+		awsCfg.BaseEndpoint = awssdk.String(opts.AWSEndpointURL)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating discovery client: %w", err)
+	}
+	version, err := dc.ServerVersion()
+	if err != nil {
+		return nil, fmt.Errorf("reading the Kubernetes version: %w", err)
+	}
+	endpoint, ca := opts.ClusterEndpoint, opts.ClusterCABundle
+	if endpoint == "" {
+		endpoint = cfg.Host
+	}
+	if ca == "" && len(cfg.CAData) > 0 {
+		ca = base64.StdEncoding.EncodeToString(cfg.CAData)
+	}
+	return aws.New(aws.Options{
+		Cluster:                 aws.ClusterInfo{Name: opts.ClusterName, Endpoint: endpoint, CABundle: ca, ServiceCIDR: opts.ServiceCIDR},
+		Region:                  awsCfg.Region,
+		KubernetesVersion:       version.Major + "." + trimPlus(version.Minor),
+		VMMemoryOverheadPercent: opts.VMMemoryOverheadPercent,
+		ReservedENIs:            opts.ReservedENIs,
+	}, aws.NewClients(awsCfg), mgr.GetAPIReader(), clk)
+}
+
+// trimPlus drops the "+" some distributions append to the minor version ("34+").
+func trimPlus(minor string) string {
+	for i, r := range minor {
+		if r < '0' || r > '9' {
+			return minor[:i]
+		}
+	}
+	return minor
+}

@@ -1,0 +1,99 @@
+package localaws
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// adminPrefix is where the admin API is served.
+const adminPrefix = "/_admin/"
+
+// InstanceSummary is an instance as the admin API lists it.
+type InstanceSummary struct {
+	ID               string            `json:"id"`
+	InstanceType     string            `json:"instanceType"`
+	Zone             string            `json:"zone"`
+	CapacityType     string            `json:"capacityType"`
+	PricePerHour     float64           `json:"pricePerHour"`
+	State            string            `json:"state"`
+	PrivateDNSName   string            `json:"privateDnsName"`
+	PrivateIPAddress string            `json:"privateIpAddress"`
+	ImageID          string            `json:"imageId"`
+	Tags             map[string]string `json:"tags"`
+	LaunchTime       time.Time         `json:"launchTime"`
+	NodeRegistered   bool              `json:"nodeRegistered"`
+}
+
+// Instances lists the instances EC2 still shows, in launch order.
+func (s *Server) Instances() []InstanceSummary {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock.Now()
+	visible := s.visibleInstances(now)
+	out := make([]InstanceSummary, 0, len(visible))
+	for _, i := range visible {
+		out = append(out, InstanceSummary{
+			ID:               i.id,
+			InstanceType:     i.instanceType.Name,
+			Zone:             i.zone.name,
+			CapacityType:     i.capacityType,
+			PricePerHour:     i.pricePerHour,
+			State:            s.stateAt(i, now),
+			PrivateDNSName:   i.privateDNS,
+			PrivateIPAddress: i.privateIP,
+			ImageID:          i.imageID,
+			Tags:             tagMap(i.tags),
+			LaunchTime:       i.launchedAt.UTC(),
+			NodeRegistered:   i.node.registered,
+		})
+	}
+	return out
+}
+
+// serveAdmin serves the admin API:
+//
+//	GET /_admin/healthz                 "ok" while the server runs
+//	GET /_admin/instances               the instances, as a JSON list of InstanceSummary
+//	GET /_admin/insufficient-capacity   the pools that report InsufficientInstanceCapacity
+//	PUT /_admin/insufficient-capacity   replace them with the JSON list of CapacityPool sent
+func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
+	path := strings.TrimPrefix(r.URL.Path, adminPrefix)
+	switch {
+	case path == "healthz" && r.Method == http.MethodGet:
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok"))
+	case path == "instances" && r.Method == http.MethodGet:
+		s.writeAdminJSON(w, s.Instances())
+	case path == "insufficient-capacity" && r.Method == http.MethodGet:
+		s.writeAdminJSON(w, s.insufficientCapacity())
+	case path == "insufficient-capacity" && r.Method == http.MethodPut:
+		var pools []CapacityPool
+		if err := json.NewDecoder(r.Body).Decode(&pools); err != nil {
+			http.Error(w, "decoding capacity pools: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		if err := s.setInsufficientCapacity(pools); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		s.writeAdminJSON(w, s.insufficientCapacity())
+	case path == "healthz" || path == "instances" || path == "insufficient-capacity":
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// writeAdminJSON writes v as the JSON response.
+func (s *Server) writeAdminJSON(w http.ResponseWriter, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		s.logger.Error(err, "Failed to encode admin response")
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(body)
+}

@@ -1,0 +1,91 @@
+// Command tailor-local-aws serves a local stand-in for the AWS APIs Tailor calls, for the demo
+// and end-to-end tests. Point the AWS SDK at it with AWS_ENDPOINT_URL and any static
+// credentials; with --kubeconfig, running instances register Nodes in that cluster.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/tailor-autoscaler/tailor/test/localaws"
+)
+
+func main() {
+	listen := flag.String("listen", "127.0.0.1:0", "Address to serve on; port 0 picks a free port.")
+	addressFile := flag.String("address-file", "", "If set, write the served URL to this file once listening.")
+	clusterName := flag.String("cluster-name", localaws.DefaultClusterName, "Cluster the seeded subnets and security group are tagged for.")
+	kubeconfig := flag.String("kubeconfig", "", "Kubeconfig of the cluster to register Nodes in; empty disables node registration.")
+	launchDelay := flag.Duration("launch-delay", 0, "How long instances stay pending before running.")
+	bootDelay := flag.Duration("boot-delay", localaws.DefaultBootDelay, "How long a running instance takes to register its Node.")
+	shutdownDelay := flag.Duration("shutdown-delay", localaws.DefaultShutdownDelay, "How long a terminating instance stays shutting-down.")
+	klog.InitFlags(nil)
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *listen, *addressFile, *kubeconfig, localaws.Options{
+		ClusterName:   *clusterName,
+		LaunchDelay:   *launchDelay,
+		BootDelay:     *bootDelay,
+		ShutdownDelay: *shutdownDelay,
+		Logger:        klog.Background(),
+	}); err != nil {
+		klog.ErrorS(err, "tailor-local-aws failed")
+		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
+	}
+	klog.Flush()
+}
+
+// run serves until the context is done.
+func run(ctx context.Context, listen, addressFile, kubeconfig string, opts localaws.Options) error {
+	if kubeconfig != "" {
+		config, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			return fmt.Errorf("loading kubeconfig: %w", err)
+		}
+		if opts.KubeClient, err = kubernetes.NewForConfig(config); err != nil {
+			return fmt.Errorf("creating Kubernetes client: %w", err)
+		}
+	}
+	server, err := localaws.New(opts)
+	if err != nil {
+		return fmt.Errorf("creating server: %w", err)
+	}
+	listener, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("listening: %w", err)
+	}
+	url := "http://" + listener.Addr().String()
+	fmt.Printf("listening on %s\n", url)
+	if addressFile != "" {
+		if err := os.WriteFile(addressFile, []byte(url+"\n"), 0o644); err != nil {
+			_ = listener.Close()
+			return fmt.Errorf("writing address file: %w", err)
+		}
+	}
+
+	httpServer := &http.Server{Handler: server, ReadHeaderTimeout: 10 * time.Second}
+	go server.Run(klog.NewContext(ctx, opts.Logger))
+	go func() {
+		<-ctx.Done()
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = httpServer.Shutdown(shutdownCtx)
+	}()
+	if err := httpServer.Serve(listener); !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serving: %w", err)
+	}
+	return nil
+}

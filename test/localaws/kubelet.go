@@ -1,0 +1,272 @@
+package localaws
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/tailor-autoscaler/tailor/test/fixtures/catalog"
+)
+
+// Labels, annotations and resources of a registered Node.
+const (
+	kwokNodeAnnotation     = "kwok.x-k8s.io/node"
+	resourceNvidiaGPU      = corev1.ResourceName("nvidia.com/gpu")
+	resourceAMDGPU         = corev1.ResourceName("amd.com/gpu")
+	resourceNeuron         = corev1.ResourceName("aws.amazon.com/neuron")
+	defaultRootVolumeGiB   = 20
+	kubeletVersion         = "v" + kubernetesVersion + ".0"
+	registrationBackoff    = 500 * time.Millisecond
+	maxRegistrationBackoff = 30 * time.Second
+)
+
+// visibleMemoryFraction is the share of an instance's memory its kernel reports to the
+// kubelet; the rest goes to the hypervisor and firmware.
+const visibleMemoryFraction = 0.95
+
+// nodeClient is what the simulated kubelet needs of the Nodes API.
+type nodeClient interface {
+	Create(ctx context.Context, node *corev1.Node, opts metav1.CreateOptions) (*corev1.Node, error)
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Node, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// nodeRegistration tracks an instance's Node.
+type nodeRegistration struct {
+	// registered is set while the Node exists.
+	registered bool
+	// attempts counts the failures since the last success; retryAt is when to try again.
+	attempts int
+	retryAt  time.Time
+}
+
+// nodeInput is what the Node of an instance is built from.
+type nodeInput struct {
+	instanceID    string
+	region        string
+	zone          string
+	privateDNS    string
+	privateIP     string
+	instanceType  *catalog.InstanceType
+	rootVolumeGiB int
+	settings      kubeletSettings
+}
+
+// nodeWork is one Node to create or delete.
+type nodeWork struct {
+	instance *instance
+	node     *corev1.Node
+	delete   bool
+}
+
+// syncNodes registers a Node for every instance that has been running for the boot delay,
+// and deletes the Node of every terminated instance. Failures are retried with backoff.
+func (s *Server) syncNodes(ctx context.Context) {
+	if s.nodes == nil {
+		return
+	}
+	logger := klog.FromContext(ctx)
+	var work []nodeWork
+	s.mu.Lock()
+	now := s.clock.Now()
+	for _, i := range s.instances {
+		if now.Before(i.node.retryAt) {
+			continue
+		}
+		state := s.stateAt(i, now)
+		switch {
+		case state == stateRunning && !i.node.registered && !now.Before(i.launchedAt.Add(s.launchDelay+s.bootDelay)):
+			work = append(work, nodeWork{instance: i, node: s.nodeForInstance(ctx, i)})
+		case state == stateTerminated && i.node.registered:
+			work = append(work, nodeWork{instance: i, node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: i.privateDNS}}, delete: true})
+		}
+	}
+	s.mu.Unlock()
+
+	for _, w := range work {
+		var err error
+		if w.delete {
+			err = s.deleteNode(ctx, w.node.Name)
+		} else {
+			err = s.registerNode(ctx, w.node)
+		}
+		s.mu.Lock()
+		reg := &w.instance.node
+		if err != nil {
+			reg.attempts++
+			backoff := min(registrationBackoff<<min(reg.attempts-1, 16), maxRegistrationBackoff)
+			reg.retryAt = s.clock.Now().Add(backoff)
+			logger.Error(err, "Failed to sync node, will retry", "node", klog.KObj(w.node), "instance", w.instance.id, "delete", w.delete, "attempts", reg.attempts, "backoff", backoff)
+		} else {
+			reg.registered = !w.delete
+			reg.attempts = 0
+			reg.retryAt = time.Time{}
+		}
+		s.mu.Unlock()
+		if err == nil && w.delete {
+			logger.Info("Deleted node of terminated instance", "node", klog.KObj(w.node), "instance", w.instance.id)
+		} else if err == nil {
+			logger.Info("Registered node", "node", klog.KObj(w.node), "instance", w.instance.id, "providerID", w.node.Spec.ProviderID)
+		}
+	}
+}
+
+// errStaleNode reports a Node of the same name left by an instance this server no longer has.
+var errStaleNode = errors.New("a node of the same name belongs to another instance; deleted it")
+
+// registerNode creates the Node. A Node of the same name and provider ID counts as registered;
+// one of another instance, left by an earlier run, is deleted so that the next try succeeds.
+func (s *Server) registerNode(ctx context.Context, node *corev1.Node) error {
+	_, err := s.nodes.Create(ctx, node, metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	existing, err := s.nodes.Get(ctx, node.Name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if existing.Spec.ProviderID == node.Spec.ProviderID {
+		return nil
+	}
+	if err := s.deleteNode(ctx, node.Name); err != nil {
+		return err
+	}
+	return errStaleNode
+}
+
+// deleteNode deletes the Node; one already gone counts as deleted.
+func (s *Server) deleteNode(ctx context.Context, name string) error {
+	err := s.nodes.Delete(ctx, name, metav1.DeleteOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// nodeForInstance builds the Node an instance registers, reading its launch template's user
+// data. User data that cannot be read is logged and the Node gets only the kubelet's own
+// labels. s.mu must be held.
+func (s *Server) nodeForInstance(ctx context.Context, i *instance) *corev1.Node {
+	settings, err := parseUserData(i.data.userData)
+	if err != nil {
+		klog.FromContext(ctx).Info("Registering node without user data settings", "instance", i.id, "reason", err.Error())
+		settings = kubeletSettings{}
+	}
+	in := nodeInput{
+		instanceID:   i.id,
+		region:       s.region,
+		zone:         i.zone.name,
+		privateDNS:   i.privateDNS,
+		privateIP:    i.privateIP,
+		instanceType: i.instanceType,
+		settings:     settings,
+	}
+	if len(i.data.blockDevices) > 0 && i.data.blockDevices[0].volumeSizeGiB != nil {
+		in.rootVolumeGiB = *i.data.blockDevices[0].volumeSizeGiB
+	}
+	return buildNode(in)
+}
+
+// buildNode builds the Node that the kubelet and the cloud controller manager would register
+// for an instance: kubelet labels, the user data's labels and taints, and capacity and
+// allocatable as the kubelet computes them.
+func buildNode(in nodeInput) *corev1.Node {
+	t := in.instanceType
+	labels := map[string]string{}
+	for k, v := range in.settings.labels {
+		labels[k] = v
+	}
+	for k, v := range map[string]string{
+		corev1.LabelHostname:           in.privateDNS,
+		corev1.LabelArchStable:         t.Arch,
+		corev1.LabelOSStable:           "linux",
+		corev1.LabelInstanceTypeStable: t.Name,
+		corev1.LabelTopologyZone:       in.zone,
+		corev1.LabelTopologyRegion:     in.region,
+	} {
+		labels[k] = v
+	}
+
+	pods := int64(t.MaxPods)
+	if in.settings.maxPods != nil {
+		pods = int64(*in.settings.maxPods)
+	}
+	rootGiB := in.rootVolumeGiB
+	if rootGiB <= 0 {
+		rootGiB = defaultRootVolumeGiB
+	}
+	visibleMiB := int64(float64(t.MemoryMiB) * visibleMemoryFraction)
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:              *resource.NewQuantity(int64(t.VCPU), resource.DecimalSI),
+		corev1.ResourceMemory:           *resource.NewQuantity(visibleMiB<<20, resource.BinarySI),
+		corev1.ResourcePods:             *resource.NewQuantity(pods, resource.DecimalSI),
+		corev1.ResourceEphemeralStorage: *resource.NewQuantity(int64(rootGiB)<<30, resource.BinarySI),
+	}
+	if g := t.GPU; g != nil {
+		switch g.Manufacturer {
+		case "nvidia":
+			capacity[resourceNvidiaGPU] = *resource.NewQuantity(int64(g.Count), resource.DecimalSI)
+		case "amd":
+			capacity[resourceAMDGPU] = *resource.NewQuantity(int64(g.Count), resource.DecimalSI)
+		}
+	}
+	if a := t.Accelerator; a != nil && a.Manufacturer == "aws" {
+		capacity[resourceNeuron] = *resource.NewQuantity(int64(a.Count), resource.DecimalSI)
+	}
+
+	allocatable := capacity.DeepCopy()
+	for _, reserved := range []corev1.ResourceList{in.settings.kubeReserved, in.settings.systemReserved} {
+		for name, q := range reserved {
+			subtract(allocatable, name, q)
+		}
+	}
+	if in.settings.memoryEviction != "" {
+		if q, err := evictionThreshold(in.settings.memoryEviction, capacity[corev1.ResourceMemory]); err == nil {
+			subtract(allocatable, corev1.ResourceMemory, q)
+		}
+	}
+
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        in.privateDNS,
+			Labels:      labels,
+			Annotations: map[string]string{kwokNodeAnnotation: "fake"},
+		},
+		Spec: corev1.NodeSpec{
+			ProviderID: "aws:///" + in.zone + "/" + in.instanceID,
+			Taints:     in.settings.taints,
+		},
+		Status: corev1.NodeStatus{
+			Capacity:    capacity,
+			Allocatable: allocatable,
+			Addresses: []corev1.NodeAddress{
+				{Type: corev1.NodeInternalIP, Address: in.privateIP},
+				{Type: corev1.NodeHostName, Address: in.privateDNS},
+			},
+			NodeInfo: corev1.NodeSystemInfo{
+				Architecture:    t.Arch,
+				OperatingSystem: "linux",
+				KubeletVersion:  kubeletVersion,
+			},
+		},
+	}
+}
+
+// subtract takes q from a resource the list has, stopping at zero.
+func subtract(list corev1.ResourceList, name corev1.ResourceName, q resource.Quantity) {
+	have, ok := list[name]
+	if !ok {
+		return
+	}
+	have.Sub(q)
+	if have.Sign() < 0 {
+		have = *resource.NewQuantity(0, have.Format)
+	}
+	list[name] = have
+}

@@ -1,0 +1,272 @@
+package localaws
+
+import (
+	"fmt"
+	"math/bits"
+	"net/netip"
+	"strings"
+	"time"
+)
+
+// Discovery and naming tags on the seeded network, matching what EKS blueprints create.
+const (
+	discoveryTagKey = "karpenter.sh/discovery"
+	nameTagKey      = "Name"
+	vpcCIDR         = "10.0.0.0/16"
+	// reservedHosts is how many addresses AWS keeps at the start of every subnet.
+	reservedHosts = 4
+)
+
+// zone is an availability zone of the region.
+type zone struct {
+	name string
+	id   string
+}
+
+// vpc is the one seeded VPC.
+type vpc struct {
+	id   string
+	cidr string
+	tags []tag
+}
+
+// subnet is a seeded private subnet; nextHost and used change as instances launch.
+type subnet struct {
+	id       string
+	zone     zone
+	vpcID    string
+	prefix   netip.Prefix
+	tags     []tag
+	nextHost uint32
+	used     int
+}
+
+// securityGroup is a seeded security group.
+type securityGroup struct {
+	id          string
+	name        string
+	description string
+	vpcID       string
+	tags        []tag
+}
+
+// image is a seeded AMI.
+type image struct {
+	id           string
+	name         string
+	description  string
+	arch         string
+	ownerID      string
+	ownerAlias   string
+	created      time.Time
+	rootDevice   string
+	volumes      []imageVolume
+	tags         []tag
+	ssmParameter string
+}
+
+// imageVolume is an EBS volume in an AMI's block device mappings.
+type imageVolume struct {
+	device  string
+	sizeGiB int
+}
+
+// parameter is an SSM parameter.
+type parameter struct {
+	name     string
+	value    string
+	dataType string
+	modified time.Time
+}
+
+// seedNetwork creates the VPC, one private subnet per zone and the security groups.
+func (s *Server) seedNetwork(zoneNames []string) {
+	s.vpc = vpc{
+		id:   "vpc-" + hexDigits(17, s.clusterName, "vpc"),
+		cidr: vpcCIDR,
+		tags: []tag{{nameTagKey, s.clusterName + "-vpc"}},
+	}
+	whole := netip.MustParsePrefix(vpcCIDR)
+	subnetBits := bits.Len(uint(len(zoneNames) - 1))
+	for i, name := range zoneNames {
+		z := zone{name: name, id: zoneID(s.region, i)}
+		s.zones = append(s.zones, z)
+		base := addrToUint(whole.Addr()) + uint32(i)<<(32-whole.Bits()-subnetBits)
+		s.subnets = append(s.subnets, &subnet{
+			id:     "subnet-" + hexDigits(17, s.clusterName, "subnet", name),
+			zone:   z,
+			vpcID:  s.vpc.id,
+			prefix: netip.PrefixFrom(uintToAddr(base), whole.Bits()+subnetBits),
+			tags: sortedTags(
+				tag{discoveryTagKey, s.clusterName},
+				tag{nameTagKey, s.clusterName + "-private-" + name},
+			),
+			nextHost: reservedHosts,
+		})
+	}
+	s.securityGroups = []*securityGroup{
+		{
+			id:          "sg-" + hexDigits(17, s.clusterName, "sg", "default"),
+			name:        "default",
+			description: "default VPC security group",
+			vpcID:       s.vpc.id,
+		},
+		{
+			id:          "sg-" + hexDigits(17, s.clusterName, "sg", "node"),
+			name:        s.clusterName + "-node",
+			description: "Nodes of cluster " + s.clusterName,
+			vpcID:       s.vpc.id,
+			tags: sortedTags(
+				tag{discoveryTagKey, s.clusterName},
+				tag{nameTagKey, s.clusterName + "-node"},
+			),
+		},
+	}
+}
+
+// zoneID names the i-th zone of a region the way EC2 does, e.g. use1-az1 for us-east-1.
+func zoneID(region string, i int) string {
+	parts := strings.Split(region, "-")
+	if len(parts) < 2 {
+		return fmt.Sprintf("%s-az%d", region, i+1)
+	}
+	short := parts[0]
+	for _, p := range parts[1 : len(parts)-1] {
+		short += p[:1]
+	}
+	short += parts[len(parts)-1]
+	return fmt.Sprintf("%s-az%d", short, i+1)
+}
+
+// amiRelease is one release of an AMI family; the last of a list is the newest.
+type amiRelease struct {
+	version string
+	date    time.Time
+}
+
+// seedImages creates the EKS-optimized and Bottlerocket AMIs for both architectures, a few
+// releases each, the SSM parameters that point at the newest, and one custom AMI owned by the
+// account and tagged for discovery.
+func (s *Server) seedImages() {
+	day := func(y int, m time.Month, d int) time.Time { return time.Date(y, m, d, 4, 12, 33, 0, time.UTC) }
+	eksReleases := []amiRelease{
+		{"20260901", day(2026, time.September, 1)},
+		{"20261001", day(2026, time.October, 1)},
+		{"20261101", day(2026, time.November, 1)},
+	}
+	bottlerocketReleases := []amiRelease{
+		{"1.48.0", day(2026, time.September, 8)},
+		{"1.49.0", day(2026, time.October, 9)},
+		{"1.50.0", day(2026, time.November, 4)},
+	}
+	const (
+		eksOwner          = "602401143452"
+		bottlerocketOwner = "092701018921"
+		eksPath           = "/aws/service/eks/optimized-ami/" + kubernetesVersion
+		bottlerocketPath  = "/aws/service/bottlerocket/aws-k8s-" + kubernetesVersion
+	)
+	families := []struct {
+		owner    string
+		releases []amiRelease
+		name     func(arch string, r amiRelease) string
+		desc     string
+		volumes  []imageVolume
+		ssm      func(arch string) string
+	}{
+		{
+			owner:    eksOwner,
+			releases: eksReleases,
+			name: func(arch string, r amiRelease) string {
+				return fmt.Sprintf("amazon-eks-node-al2023-%s-standard-%s-v%s", arch, kubernetesVersion, r.version)
+			},
+			desc:    "EKS-optimized Kubernetes node based on Amazon Linux 2023",
+			volumes: []imageVolume{{"/dev/xvda", 20}},
+			ssm: func(arch string) string {
+				return eksPath + "/amazon-linux-2023/" + arch + "/standard/recommended/image_id"
+			},
+		},
+		{
+			owner:    eksOwner,
+			releases: eksReleases,
+			name: func(arch string, r amiRelease) string {
+				if arch == archARM64 {
+					return fmt.Sprintf("amazon-eks-arm64-node-%s-v%s", kubernetesVersion, r.version)
+				}
+				return fmt.Sprintf("amazon-eks-node-%s-v%s", kubernetesVersion, r.version)
+			},
+			desc:    "EKS Kubernetes Worker AMI with AmazonLinux2 image",
+			volumes: []imageVolume{{"/dev/xvda", 20}},
+			ssm: func(arch string) string {
+				if arch == archARM64 {
+					return eksPath + "/amazon-linux-2-arm64/recommended/image_id"
+				}
+				return eksPath + "/amazon-linux-2/recommended/image_id"
+			},
+		},
+		{
+			owner:    bottlerocketOwner,
+			releases: bottlerocketReleases,
+			name: func(arch string, r amiRelease) string {
+				machine := arch
+				if arch == archARM64 {
+					machine = "aarch64"
+				}
+				return fmt.Sprintf("bottlerocket-aws-k8s-%s-%s-v%s-%s", kubernetesVersion, machine, r.version, hexDigits(8, "bottlerocket", r.version))
+			},
+			desc:    "bottlerocket-aws-k8s-" + kubernetesVersion,
+			volumes: []imageVolume{{"/dev/xvda", 2}, {"/dev/xvdb", 20}},
+			ssm: func(arch string) string {
+				return bottlerocketPath + "/" + arch + "/latest/image_id"
+			},
+		},
+	}
+	for _, f := range families {
+		for _, arch := range []string{archX8664, archARM64} {
+			for i, r := range f.releases {
+				img := &image{
+					name:        f.name(arch, r),
+					description: f.desc,
+					arch:        arch,
+					ownerID:     f.owner,
+					ownerAlias:  "amazon",
+					created:     r.date,
+					rootDevice:  f.volumes[0].device,
+					volumes:     f.volumes,
+				}
+				img.id = "ami-" + hexDigits(17, img.name)
+				if i == len(f.releases)-1 {
+					img.ssmParameter = f.ssm(arch)
+					s.parameters[img.ssmParameter] = &parameter{
+						name:     img.ssmParameter,
+						value:    img.id,
+						dataType: "aws:ec2:image",
+						modified: r.date.Add(3 * time.Hour),
+					}
+				}
+				s.images = append(s.images, img)
+			}
+		}
+	}
+	custom := &image{
+		name:        s.clusterName + "-custom-node-x86_64-v1",
+		description: "Custom node image built by the cluster's owners",
+		arch:        archX8664,
+		ownerID:     accountID,
+		created:     day(2026, time.October, 20),
+		rootDevice:  "/dev/xvda",
+		volumes:     []imageVolume{{"/dev/xvda", 30}},
+		tags:        []tag{{discoveryTagKey, s.clusterName}},
+	}
+	custom.id = "ami-" + hexDigits(17, s.clusterName, custom.name)
+	s.images = append(s.images, custom)
+}
+
+// addrToUint and uintToAddr convert IPv4 addresses to and from numbers for subnet arithmetic.
+func addrToUint(a netip.Addr) uint32 {
+	b := a.As4()
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
+
+func uintToAddr(u uint32) netip.Addr {
+	return netip.AddrFrom4([4]byte{byte(u >> 24), byte(u >> 16), byte(u >> 8), byte(u)})
+}

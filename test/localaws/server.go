@@ -1,0 +1,220 @@
+// Package localaws serves a local stand-in for the parts of AWS that Tailor calls (EC2, SSM
+// Parameter Store and the Price List API). It speaks the wire protocols that the unmodified
+// aws-sdk-go-v2 uses, so the demo and the tests run the real clients without an AWS account.
+//
+// Every service is served by one http.Handler: EC2 Query requests are recognised by their form
+// field Action, AWS JSON 1.1 requests by their X-Amz-Target header, and /_admin/ holds a small
+// JSON API for tests and the demo. Instance types, zone offerings and prices come from the
+// embedded catalog in test/fixtures/catalog. When a Kubernetes client is given, running
+// instances register Nodes the way a kubelet and the cloud controller manager would.
+package localaws
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/tailor-autoscaler/tailor/test/fixtures/catalog"
+)
+
+const (
+	// DefaultClusterName is the cluster the seeded subnets and security group are tagged for.
+	DefaultClusterName = "tailor-local"
+	// DefaultBootDelay is how long a running instance takes to register its Node.
+	DefaultBootDelay = time.Second
+	// DefaultShutdownDelay is how long a terminating instance stays shutting-down.
+	DefaultShutdownDelay = 2 * time.Second
+	// DefaultSyncPeriod is how often Run registers and deletes Nodes.
+	DefaultSyncPeriod = 200 * time.Millisecond
+
+	// terminatedRetention is how long a terminated instance stays visible, as in EC2.
+	terminatedRetention = time.Hour
+	// accountID owns every seeded resource.
+	accountID = "123456789012"
+	// kubernetesVersion is the version the seeded EKS AMIs and SSM parameters are for.
+	kubernetesVersion = "1.34"
+	// maxRequestBytes bounds a request body; the largest real requests are a few hundred KiB.
+	maxRequestBytes = 8 << 20
+)
+
+// clusterNamePattern is the EKS rule for cluster names.
+var clusterNamePattern = regexp.MustCompile(`^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$`)
+
+// Options configures a Server.
+type Options struct {
+	// ClusterName is used in the discovery tags and names of the seeded network resources.
+	// Empty means DefaultClusterName.
+	ClusterName string
+	// Clock drives every state transition. Nil means the real clock.
+	Clock clock.Clock
+	// LaunchDelay is how long an instance stays pending before it is running.
+	LaunchDelay time.Duration
+	// BootDelay is how long a running instance takes to register its Node.
+	BootDelay time.Duration
+	// ShutdownDelay is how long a terminating instance stays shutting-down before it is
+	// terminated.
+	ShutdownDelay time.Duration
+	// SyncPeriod is how often Run registers and deletes Nodes. Zero means DefaultSyncPeriod.
+	SyncPeriod time.Duration
+	// KubeClient, when set, is used to register a Node for every running instance and to
+	// delete it when the instance is terminated. Nil disables node registration.
+	KubeClient kubernetes.Interface
+	// Logger receives the server's logs. The zero value means klog's background logger.
+	Logger logr.Logger
+}
+
+// Server is the local AWS endpoint. It is safe for concurrent use.
+type Server struct {
+	clusterName   string
+	region        string
+	clock         clock.Clock
+	launchDelay   time.Duration
+	bootDelay     time.Duration
+	shutdownDelay time.Duration
+	syncPeriod    time.Duration
+	logger        logr.Logger
+	nodes         nodeClient
+	startedAt     time.Time
+
+	// catalog data and seeded resources; never changed after New.
+	instanceTypes  []catalog.InstanceType
+	typesByName    map[string]*catalog.InstanceType
+	zones          []zone
+	vpc            vpc
+	subnets        []*subnet
+	securityGroups []*securityGroup
+	images         []*image
+	parameters     map[string]*parameter
+	products       []product
+
+	requests atomic.Uint64
+
+	mu              sync.Mutex
+	sequence        uint64
+	launchTemplates []*launchTemplate
+	instances       []*instance
+	fleets          map[string]*fleetRecord
+	insufficient    map[CapacityPool]bool
+}
+
+// New validates the options, loads the catalog and seeds the network, images and parameters.
+func New(opts Options) (*Server, error) {
+	if opts.ClusterName == "" {
+		opts.ClusterName = DefaultClusterName
+	}
+	if !clusterNamePattern.MatchString(opts.ClusterName) {
+		return nil, fmt.Errorf("cluster name %q must be 1-100 letters, digits, '-' or '_', starting with a letter or digit", opts.ClusterName)
+	}
+	for _, d := range []struct {
+		name  string
+		value time.Duration
+	}{
+		{"launch delay", opts.LaunchDelay},
+		{"boot delay", opts.BootDelay},
+		{"shutdown delay", opts.ShutdownDelay},
+		{"sync period", opts.SyncPeriod},
+	} {
+		if d.value < 0 {
+			return nil, fmt.Errorf("%s must not be negative, got %s", d.name, d.value)
+		}
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.SyncPeriod == 0 {
+		opts.SyncPeriod = DefaultSyncPeriod
+	}
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = klog.Background()
+	}
+	cat, err := catalog.Load()
+	if err != nil {
+		return nil, fmt.Errorf("loading instance catalog: %w", err)
+	}
+	if len(cat.Zones) == 0 || len(cat.InstanceTypes) == 0 {
+		return nil, errors.New("instance catalog has no zones or no instance types")
+	}
+	s := &Server{
+		clusterName:   opts.ClusterName,
+		region:        cat.Region,
+		clock:         opts.Clock,
+		launchDelay:   opts.LaunchDelay,
+		bootDelay:     opts.BootDelay,
+		shutdownDelay: opts.ShutdownDelay,
+		syncPeriod:    opts.SyncPeriod,
+		logger:        opts.Logger.WithName("localaws"),
+		startedAt:     opts.Clock.Now().UTC(),
+		instanceTypes: cat.InstanceTypes,
+		typesByName:   make(map[string]*catalog.InstanceType, len(cat.InstanceTypes)),
+		parameters:    map[string]*parameter{},
+		fleets:        map[string]*fleetRecord{},
+		insufficient:  map[CapacityPool]bool{},
+	}
+	if opts.KubeClient != nil {
+		s.nodes = opts.KubeClient.CoreV1().Nodes()
+	}
+	sort.Slice(s.instanceTypes, func(i, j int) bool { return s.instanceTypes[i].Name < s.instanceTypes[j].Name })
+	for i := range s.instanceTypes {
+		s.typesByName[s.instanceTypes[i].Name] = &s.instanceTypes[i]
+	}
+	s.seedNetwork(cat.Zones)
+	s.seedImages()
+	s.products = s.buildProducts()
+	return s, nil
+}
+
+// ServeHTTP dispatches a request to the admin API, an AWS JSON 1.1 service or EC2.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxRequestBytes)
+	switch {
+	case strings.HasPrefix(r.URL.Path, adminPrefix):
+		s.serveAdmin(w, r)
+	case r.Header.Get("X-Amz-Target") != "":
+		s.serveJSON(w, r)
+	case r.Method == http.MethodPost || r.Method == http.MethodGet:
+		s.serveEC2(w, r)
+	default:
+		http.Error(w, "unsupported request", http.StatusMethodNotAllowed)
+	}
+}
+
+// Run registers and deletes Nodes and forgets long-terminated instances, every sync period,
+// until the context is done. Instance states themselves follow the clock without it.
+func (s *Server) Run(ctx context.Context) {
+	if _, err := logr.FromContext(ctx); err != nil {
+		ctx = klog.NewContext(ctx, s.logger)
+	}
+	for {
+		s.sync(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.clock.After(s.syncPeriod):
+		}
+	}
+}
+
+// sync runs one round of the time-driven work.
+func (s *Server) sync(ctx context.Context) {
+	s.syncNodes(ctx)
+	s.forgetTerminated()
+}
+
+// nextSequence returns a number unique within this server, for resource ids.
+// s.mu must be held.
+func (s *Server) nextSequence() uint64 {
+	s.sequence++
+	return s.sequence
+}

@@ -1,0 +1,241 @@
+// Package nodeprovisioning is Tailor's PostFilter plugin. When a pod fits no existing node
+// and preemption cannot help, it hands the pod with its filter results to the provisioner
+// sidecar and returns at once. When the sidecar has launched a NodeClaim for the pod, the
+// plugin nominates the pod to that NodeClaim's node, so the pod is bound there as soon as
+// the node registers and nothing else takes its capacity.
+package nodeprovisioning
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	provisionerv1 "github.com/tailor-autoscaler/tailor/proto/tailor/provisioner/v1"
+	"github.com/tailor-autoscaler/tailor/plugin/apis/config"
+	"github.com/tailor-autoscaler/tailor/plugin/apis/config/validation"
+)
+
+// Name is the plugin's name in a KubeSchedulerConfiguration.
+const Name = "NodeProvisioning"
+
+// initializedLabel marks nodes whose NodeClaim is initialized: Ready, registered, startup
+// taints gone. A pod such a node still rejects will not fit it later either.
+const initializedLabel = "karpenter.sh/initialized"
+
+// maxRejectionNodes caps the node names reported per rejection reason.
+const maxRejectionNodes = 20
+
+// NodeProvisioning hands pods that fit nowhere to the provisioner and nominates them to
+// the nodes launched for them.
+type NodeProvisioning struct {
+	handle      framework.Handle
+	args        *config.NodeProvisioningArgs
+	provisioner provisioner
+}
+
+var _ framework.PostFilterPlugin = &NodeProvisioning{}
+
+// provisioner is what the plugin needs from the provisioner sidecar. Submit must not block.
+type provisioner interface {
+	// Submit hands a pod over for provisioning.
+	Submit(pod *v1.Pod, rejections []*provisionerv1.Rejection, message, staleNode string)
+	// Nomination returns where the pod is planned to land, once known.
+	Nomination(uid types.UID) (Nomination, bool)
+	// Forget drops the pod's submission and nomination.
+	Forget(uid types.UID)
+}
+
+// Nomination is the node a pod is planned to land on.
+type Nomination struct {
+	NodeName  string
+	NodeClaim string
+}
+
+// Name returns the plugin's name.
+func (pl *NodeProvisioning) Name() string { return Name }
+
+// New validates the args and connects to the provisioner sidecar.
+func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework.Plugin, error) {
+	args, ok := obj.(*config.NodeProvisioningArgs)
+	if !ok {
+		return nil, fmt.Errorf("want args to be of type NodeProvisioningArgs, got %T", obj)
+	}
+	if errs := validation.ValidateNodeProvisioningArgs(field.NewPath("args"), args); len(errs) > 0 {
+		return nil, fmt.Errorf("invalid %s args: %w", Name, errs.ToAggregate())
+	}
+	pl := &NodeProvisioning{handle: h, args: args}
+	client, err := dialSidecar(ctx, sidecarOptions{
+		socket:    args.ProvisionerSocket,
+		timeout:   args.RequestTimeout.Duration,
+		nodePools: nodePoolSelector(args),
+		onChange:  pl.activate,
+	})
+	if err != nil {
+		return nil, err
+	}
+	pl.provisioner = client
+	if err := pl.forgetBoundPods(); err != nil {
+		return nil, err
+	}
+	return pl, nil
+}
+
+// PostFilter nominates the pod to its planned node, or hands it to the provisioner.
+func (pl *NodeProvisioning) PostFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, m framework.NodeToStatusReader) (*framework.PostFilterResult, *fwk.Status) {
+	logger := klog.FromContext(ctx)
+	nodes, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return nil, fwk.AsStatus(fmt.Errorf("listing nodes: %w", err))
+	}
+	if n, ok := pl.provisioner.Nomination(pod.UID); ok {
+		if !staleNomination(n.NodeName, nodes, m) {
+			logger.V(4).Info("Nominating pod to its planned node", "pod", klog.KObj(pod), "node", n.NodeName, "nodeClaim", n.NodeClaim)
+			return framework.NewPostFilterResultWithNominatedNode(n.NodeName),
+				fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: waiting for node %s of NodeClaim %s", Name, n.NodeName, n.NodeClaim))
+		}
+		pl.provisioner.Forget(pod.UID)
+		rejected := rejections(nodes, m)
+		pl.provisioner.Submit(pod, rejected, summary(len(nodes), rejected), n.NodeName)
+		logger.V(2).Info("Planned node rejected the pod; provisioning again", "pod", klog.KObj(pod), "node", n.NodeName)
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: node %s of NodeClaim %s cannot take the pod; provisioning again", Name, n.NodeName, n.NodeClaim))
+	}
+	rejected := rejections(nodes, m)
+	pl.provisioner.Submit(pod, rejected, summary(len(nodes), rejected), "")
+	logger.V(4).Info("Handed pod to the provisioner", "pod", klog.KObj(pod))
+	return nil, fwk.NewStatus(fwk.Unschedulable, Name+": waiting for the provisioner to plan a node")
+}
+
+// activate moves pods whose plan changed back into the scheduling queue, so the next
+// cycle nominates them (or hands them over again when their plan was withdrawn).
+func (pl *NodeProvisioning) activate(uids []types.UID) {
+	lister := pl.handle.SharedInformerFactory().Core().V1().Pods().Lister()
+	indexer := pl.handle.SharedInformerFactory().Core().V1().Pods().Informer().GetIndexer()
+	pods := map[string]*v1.Pod{}
+	for _, uid := range uids {
+		objs, err := indexer.ByIndex(podUIDIndex, string(uid))
+		if err != nil || len(objs) == 0 {
+			continue
+		}
+		pod := objs[0].(*v1.Pod)
+		if live, err := lister.Pods(pod.Namespace).Get(pod.Name); err == nil && live.Spec.NodeName == "" {
+			pods[pod.Namespace+"/"+pod.Name] = live
+		}
+	}
+	if len(pods) > 0 {
+		pl.handle.Activate(klog.Background(), pods)
+	}
+}
+
+// podUIDIndex indexes the scheduler's pod informer by UID, to find nominated pods.
+const podUIDIndex = "tailor.sh/uid"
+
+// forgetBoundPods drops submissions and nominations of pods once bound or deleted.
+func (pl *NodeProvisioning) forgetBoundPods() error {
+	informer := pl.handle.SharedInformerFactory().Core().V1().Pods().Informer()
+	// Every profile's plugin instance shares the informer; the first one adds the index.
+	if _, ok := informer.GetIndexer().GetIndexers()[podUIDIndex]; !ok {
+		if err := informer.AddIndexers(cache.Indexers{podUIDIndex: func(obj any) ([]string, error) {
+			return []string{string(obj.(metav1.Object).GetUID())}, nil
+		}}); err != nil {
+			return fmt.Errorf("indexing pods by uid: %w", err)
+		}
+	}
+	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, obj any) {
+			if pod, ok := obj.(*v1.Pod); ok && pod.Spec.NodeName != "" {
+				pl.provisioner.Forget(pod.UID)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if pod, ok := obj.(*v1.Pod); ok {
+				pl.provisioner.Forget(pod.UID)
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("watching pods: %w", err)
+	}
+	return nil
+}
+
+// staleNomination reports whether the planned node exists, is initialized and still
+// rejected the pod: then it will never take it.
+func staleNomination(nodeName string, nodes []fwk.NodeInfo, m framework.NodeToStatusReader) bool {
+	for _, n := range nodes {
+		if node := n.Node(); node.Name == nodeName {
+			return node.Labels[initializedLabel] == "true" && m.Get(nodeName).IsRejected()
+		}
+	}
+	return false
+}
+
+// rejections groups the filter results by plugin and reason, with the nodes behind each.
+func rejections(nodes []fwk.NodeInfo, m framework.NodeToStatusReader) []*provisionerv1.Rejection {
+	byReason := map[string]*provisionerv1.Rejection{}
+	for _, n := range nodes {
+		name := n.Node().Name
+		st := m.Get(name)
+		if !st.IsRejected() {
+			continue
+		}
+		reason := strings.Join(st.Reasons(), ", ")
+		key := st.Plugin() + "\x00" + reason
+		r, ok := byReason[key]
+		if !ok {
+			r = &provisionerv1.Rejection{Plugin: st.Plugin(), Reason: reason, Unresolvable: st.Code() == fwk.UnschedulableAndUnresolvable}
+			byReason[key] = r
+		}
+		r.NodeCount++
+		if len(r.Nodes) < maxRejectionNodes {
+			r.Nodes = append(r.Nodes, name)
+		}
+	}
+	out := make([]*provisionerv1.Rejection, 0, len(byReason))
+	for _, r := range byReason {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].NodeCount != out[j].NodeCount {
+			return out[i].NodeCount > out[j].NodeCount
+		}
+		return out[i].Plugin+out[i].Reason < out[j].Plugin+out[j].Reason
+	})
+	return out
+}
+
+// summary renders the rejections in the style of the scheduler's FailedScheduling event.
+func summary(total int, rejected []*provisionerv1.Rejection) string {
+	parts := make([]string, len(rejected))
+	for i, r := range rejected {
+		parts[i] = fmt.Sprintf("%d node(s): %s (%s)", r.NodeCount, r.Reason, r.Plugin)
+	}
+	msg := fmt.Sprintf("0/%d nodes are available", total)
+	if len(parts) > 0 {
+		msg += ": " + strings.Join(parts, "; ")
+	}
+	return msg
+}
+
+func nodePoolSelector(args *config.NodeProvisioningArgs) *provisionerv1.NodePoolSelector {
+	sel := &provisionerv1.NodePoolSelector{Names: args.NodePools}
+	if args.NodePoolSelector != nil {
+		if s, err := metav1.LabelSelectorAsSelector(args.NodePoolSelector); err == nil {
+			sel.LabelSelector = s.String()
+		}
+	}
+	return sel
+}

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Builds every binary the local stack, the demo and the tests run, into _output/bin:
+#   etcd, kube-apiserver, kube-controller-manager (k8s.io/kubernetes at the go.mod version),
+#   kwok, and Tailor's own binaries.
+# Kubernetes binaries and kwok are cached by version under $TAILOR_CACHE, so a warm machine
+# links them in seconds; Tailor's binaries rebuild incrementally from the Go build cache.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+bin="$TAILOR_ROOT/_output/bin"
+etc="$TAILOR_ROOT/_output/etc"
+mkdir -p "$bin" "$etc"
+cd "$TAILOR_ROOT"
+
+k8s_version=$(module_version k8s.io/kubernetes)
+etcd_version=$(module_version go.etcd.io/etcd/server/v3)
+kube_cache="$TAILOR_CACHE/bin/kubernetes-$k8s_version-etcd-$etcd_version-$GO_VERSION"
+if [[ ! -x "$kube_cache/kube-apiserver" || ! -x "$kube_cache/kube-controller-manager" || ! -x "$kube_cache/etcd" ]]; then
+  log "building kube-apiserver, kube-controller-manager $k8s_version and etcd $etcd_version (first time: a few minutes)"
+  mkdir -p "$kube_cache.tmp"
+  go build -trimpath -ldflags "$(kube_ldflags "$k8s_version")" -o "$kube_cache.tmp/" \
+    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
+  go build -trimpath -o "$kube_cache.tmp/etcd" go.etcd.io/etcd/server/v3
+  rm -rf "$kube_cache" && mv "$kube_cache.tmp" "$kube_cache"
+fi
+for b in kube-apiserver kube-controller-manager etcd; do ln -sf "$kube_cache/$b" "$bin/$b"; done
+
+kwok=$(go_tool kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION")
+ln -sf "$kwok" "$bin/kwok"
+# kwok needs stages that say how simulated nodes and pods change state; it ships them.
+stages="$(go env GOMODCACHE)/sigs.k8s.io/kwok@$KWOK_VERSION/kustomize/stage"
+if [[ ! -d "$stages" ]]; then
+  GOFLAGS=-mod=mod go mod download "sigs.k8s.io/kwok@$KWOK_VERSION"
+fi
+{
+  for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+           pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+    echo "---"
+    cat "$stages/$f"
+  done
+} > "$etc/kwok-stages.yaml"
+
+log "building Tailor binaries"
+go build -o "$bin/" ./plugin/cmd/tailor-scheduler ./provisioner/cmd/tailor-provisioner \
+  ./test/localaws/cmd/tailor-local-aws ./test/localstack/cmd/tailor-dev

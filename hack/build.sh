@@ -17,9 +17,9 @@ kube_cache="$TAILOR_CACHE/bin/kubernetes-$k8s_version-etcd-$etcd_version-$GO_VER
 if [[ ! -x "$kube_cache/kube-apiserver" || ! -x "$kube_cache/kube-controller-manager" || ! -x "$kube_cache/etcd" ]]; then
   log "building kube-apiserver, kube-controller-manager $k8s_version and etcd $etcd_version (first time: a few minutes)"
   mkdir -p "$kube_cache.tmp"
-  go build -trimpath -ldflags "$(kube_ldflags "$k8s_version")" -o "$kube_cache.tmp/" \
+  go build -ldflags "$(kube_ldflags "$k8s_version")" -o "$kube_cache.tmp/" \
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
-  go build -trimpath -o "$kube_cache.tmp/etcd" go.etcd.io/etcd/server/v3
+  go build -o "$kube_cache.tmp/etcd" go.etcd.io/etcd/server/v3
   rm -rf "$kube_cache" && mv "$kube_cache.tmp" "$kube_cache"
 fi
 for b in kube-apiserver kube-controller-manager etcd; do ln -sf "$kube_cache/$b" "$bin/$b"; done

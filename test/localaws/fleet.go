@@ -344,7 +344,7 @@ func (s *Server) checkOverride(cfg fleetConfig, o fleetOverride, capacityType st
 	}
 	c.response.LaunchTemplateSpecification.LaunchTemplateID = c.lt.id
 	c.response.LaunchTemplateSpecification.LaunchTemplateName = c.lt.name
-	if !resolveVersion(cfg.spec.Version) {
+	if !knownVersion(cfg.spec.Version) {
 		return c, newAPIError(codeLaunchTemplateVersionAbsent, "Could not find launch template version %s for template %s.", cfg.spec.Version, c.lt.id)
 	}
 
@@ -455,21 +455,19 @@ func (s *Server) launchInstance(c fleetCandidate, capacityType string, req fleet
 	sn.nextHost++
 	sn.used++
 	i := &instance{
-		id:             s.newID("i", 17),
-		reservationID:  reservationID,
-		fleetID:        fleetID,
-		instanceType:   c.instanceType,
-		zone:           sn.zone,
-		subnetID:       sn.id,
-		vpcID:          sn.vpcID,
-		imageID:        c.imageID,
-		capacityType:   capacityType,
-		pricePerHour:   c.price,
-		privateIP:      ip.String(),
-		privateDNS:     s.privateDNSName(ip.String()),
-		launchTemplate: c.response.LaunchTemplateSpecification,
-		data:           c.lt.data,
-		launchedAt:     now,
+		id:            s.newID("i", 17),
+		reservationID: reservationID,
+		instanceType:  c.instanceType,
+		zone:          sn.zone,
+		subnetID:      sn.id,
+		vpcID:         sn.vpcID,
+		imageID:       c.imageID,
+		capacityType:  capacityType,
+		pricePerHour:  c.price,
+		privateIP:     ip.String(),
+		privateDNS:    s.privateDNSName(ip.String()),
+		data:          c.lt.data,
+		launchedAt:    now,
 	}
 	if capacityType == capacitySpot {
 		i.spotRequestID = "sir-" + hexDigits(8, i.id, "spot")

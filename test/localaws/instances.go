@@ -25,25 +25,23 @@ var stateCodes = map[string]int{statePending: 0, stateRunning: 16, stateShutting
 // delay has passed, then running; once terminated it is shutting-down for the shutdown delay,
 // then terminated, and it is forgotten an hour later, as in EC2.
 type instance struct {
-	id             string
-	reservationID  string
-	fleetID        string
-	instanceType   *catalog.InstanceType
-	zone           zone
-	subnetID       string
-	vpcID          string
-	imageID        string
-	capacityType   string
-	pricePerHour   float64
-	privateIP      string
-	privateDNS     string
-	spotRequestID  string
-	launchTemplate xmlFleetLaunchTemplateSpec
-	data           launchTemplateData
-	tags           []tag
-	launchedAt     time.Time
-	terminatedAt   time.Time
-	node           nodeRegistration
+	id            string
+	reservationID string
+	instanceType  *catalog.InstanceType
+	zone          zone
+	subnetID      string
+	vpcID         string
+	imageID       string
+	capacityType  string
+	pricePerHour  float64
+	privateIP     string
+	privateDNS    string
+	spotRequestID string
+	data          launchTemplateData
+	tags          []tag
+	launchedAt    time.Time
+	terminatedAt  time.Time
+	node          nodeRegistration
 }
 
 // stateAt returns the instance's state at the time.

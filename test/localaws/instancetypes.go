@@ -3,6 +3,7 @@ package localaws
 import (
 	"encoding/xml"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -146,7 +147,8 @@ type xmlGPU struct {
 }
 
 type xmlInferenceAcceleratorInfo struct {
-	Accelerators              []xmlInferenceDevice `xml:"accelerators>item"`
+	// EC2 lists inference accelerators as member elements, unlike every other list.
+	Accelerators              []xmlInferenceDevice `xml:"accelerators>member"`
 	TotalInferenceMemoryInMiB int64                `xml:"totalInferenceMemoryInMiB"`
 }
 
@@ -205,22 +207,20 @@ func (s *Server) describeInstanceTypes(p queryParams) (*describeInstanceTypesRes
 	if err != nil {
 		return nil, err
 	}
-	var candidates []*catalog.InstanceType
-	if names := p.strs("InstanceType"); len(names) > 0 {
-		var unknown []string
-		for _, name := range names {
-			if t, ok := s.typesByName[name]; ok {
-				candidates = append(candidates, t)
-			} else {
-				unknown = append(unknown, name)
-			}
+	names := p.strs("InstanceType")
+	var unknown []string
+	for _, name := range names {
+		if _, ok := s.typesByName[name]; !ok {
+			unknown = append(unknown, name)
 		}
-		if len(unknown) > 0 {
-			return nil, newAPIError("InvalidInstanceType", "The following supplied instance types do not exist: [%s]", strings.Join(unknown, ", "))
-		}
-	} else {
-		for i := range s.instanceTypes {
-			candidates = append(candidates, &s.instanceTypes[i])
+	}
+	if len(unknown) > 0 {
+		return nil, newAPIError("InvalidInstanceType", "The following supplied instance types do not exist: [%s]", strings.Join(unknown, ", "))
+	}
+	candidates := make([]*catalog.InstanceType, 0, len(s.instanceTypes))
+	for i := range s.instanceTypes {
+		if t := &s.instanceTypes[i]; len(names) == 0 || slices.Contains(names, t.Name) {
+			candidates = append(candidates, t)
 		}
 	}
 	page, next, err := paginate(filterSlice(candidates, keep), maxResults, token, pageLimits{min: 5, max: 100, fallback: 100, tokenCode: codeInvalidPaginationToken})

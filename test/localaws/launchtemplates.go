@@ -316,9 +316,9 @@ func toXMLLaunchTemplate(lt *launchTemplate) xmlLaunchTemplate {
 	}
 }
 
-// resolveVersion checks a version of a launch template spec: only version 1 exists, which is
+// knownVersion reports whether a launch template version exists: only version 1 does, which is
 // also $Latest and $Default.
-func resolveVersion(version string) bool {
+func knownVersion(version string) bool {
 	switch version {
 	case "", "$Latest", "$Default", "1":
 		return true

@@ -46,14 +46,24 @@ type ec2ErrorDetail struct {
 	Message string `xml:"Message"`
 }
 
-// serveEC2 handles one EC2 Query request: a form with Action and its parameters.
-func (s *Server) serveEC2(w http.ResponseWriter, r *http.Request) {
+// serveQuery handles a form request, with Action and its parameters: IAM's when it names IAM's
+// API version, else EC2's.
+func (s *Server) serveQuery(w http.ResponseWriter, r *http.Request) {
 	requestID := s.newRequestID()
 	if err := r.ParseForm(); err != nil {
 		s.writeEC2Error(w, requestID, newAPIError("MalformedQueryString", "The request could not be parsed: %v", err))
 		return
 	}
 	p := queryParams(r.Form)
+	if p.str("Version") == iamVersion {
+		s.serveIAM(w, requestID, p)
+		return
+	}
+	s.serveEC2(w, requestID, p)
+}
+
+// serveEC2 handles one EC2 Query request.
+func (s *Server) serveEC2(w http.ResponseWriter, requestID string, p queryParams) {
 	action := p.str("Action")
 	s.logger.V(4).Info("EC2 request", "action", action, "requestID", requestID)
 	resp, err := s.ec2Action(action, p)

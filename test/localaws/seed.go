@@ -25,9 +25,7 @@ type zone struct {
 
 // vpc is the one seeded VPC.
 type vpc struct {
-	id   string
-	cidr string
-	tags []tag
+	id string
 }
 
 // subnet is a seeded private subnet; nextHost and used change as instances launch.
@@ -52,17 +50,16 @@ type securityGroup struct {
 
 // image is a seeded AMI.
 type image struct {
-	id           string
-	name         string
-	description  string
-	arch         string
-	ownerID      string
-	ownerAlias   string
-	created      time.Time
-	rootDevice   string
-	volumes      []imageVolume
-	tags         []tag
-	ssmParameter string
+	id          string
+	name        string
+	description string
+	arch        string
+	ownerID     string
+	ownerAlias  string
+	created     time.Time
+	rootDevice  string
+	volumes     []imageVolume
+	tags        []tag
 }
 
 // imageVolume is an EBS volume in an AMI's block device mappings.
@@ -81,11 +78,7 @@ type parameter struct {
 
 // seedNetwork creates the VPC, one private subnet per zone and the security groups.
 func (s *Server) seedNetwork(zoneNames []string) {
-	s.vpc = vpc{
-		id:   "vpc-" + hexDigits(17, s.clusterName, "vpc"),
-		cidr: vpcCIDR,
-		tags: []tag{{nameTagKey, s.clusterName + "-vpc"}},
-	}
+	s.vpc = vpc{id: "vpc-" + hexDigits(17, s.clusterName, "vpc")}
 	whole := netip.MustParsePrefix(vpcCIDR)
 	subnetBits := bits.Len(uint(len(zoneNames) - 1))
 	for i, name := range zoneNames {
@@ -235,9 +228,9 @@ func (s *Server) seedImages() {
 				}
 				img.id = "ami-" + hexDigits(17, img.name)
 				if i == len(f.releases)-1 {
-					img.ssmParameter = f.ssm(arch)
-					s.parameters[img.ssmParameter] = &parameter{
-						name:     img.ssmParameter,
+					name := f.ssm(arch)
+					s.parameters[name] = &parameter{
+						name:     name,
 						value:    img.id,
 						dataType: "aws:ec2:image",
 						modified: r.date.Add(3 * time.Hour),

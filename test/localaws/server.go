@@ -61,10 +61,11 @@ type Options struct {
 	Clock clock.Clock
 	// LaunchDelay is how long an instance stays pending before it is running.
 	LaunchDelay time.Duration
-	// BootDelay is how long a running instance takes to register its Node.
+	// BootDelay is how long a running instance takes to register its Node. The command's
+	// default is DefaultBootDelay.
 	BootDelay time.Duration
 	// ShutdownDelay is how long a terminating instance stays shutting-down before it is
-	// terminated.
+	// terminated. The command's default is DefaultShutdownDelay.
 	ShutdownDelay time.Duration
 	// SyncPeriod is how often Run registers and deletes Nodes. Zero means DefaultSyncPeriod.
 	SyncPeriod time.Duration
@@ -99,14 +100,18 @@ type Server struct {
 	parameters     map[string]*parameter
 	products       []product
 
+	// requests counts API requests, for request ids.
 	requests atomic.Uint64
 
+	// mu guards the fields below and the address counters of the subnets.
 	mu              sync.Mutex
 	sequence        uint64
 	launchTemplates []*launchTemplate
 	instances       []*instance
 	fleets          map[string]*fleetRecord
 	insufficient    map[CapacityPool]bool
+	// instanceProfiles are keyed by lower-case name, as IAM names are unique regardless of case.
+	instanceProfiles map[string]*iamInstanceProfile
 }
 
 // New validates the options, loads the catalog and seeds the network, images and parameters.
@@ -161,6 +166,8 @@ func New(opts Options) (*Server, error) {
 		parameters:    map[string]*parameter{},
 		fleets:        map[string]*fleetRecord{},
 		insufficient:  map[CapacityPool]bool{},
+
+		instanceProfiles: map[string]*iamInstanceProfile{},
 	}
 	if opts.KubeClient != nil {
 		s.nodes = opts.KubeClient.CoreV1().Nodes()
@@ -175,7 +182,7 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// ServeHTTP dispatches a request to the admin API, an AWS JSON 1.1 service or EC2.
+// ServeHTTP dispatches a request to the admin API, an AWS JSON 1.1 service, IAM or EC2.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxRequestBytes)
 	switch {
@@ -184,7 +191,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Header.Get("X-Amz-Target") != "":
 		s.serveJSON(w, r)
 	case r.Method == http.MethodPost || r.Method == http.MethodGet:
-		s.serveEC2(w, r)
+		s.serveQuery(w, r)
 	default:
 		http.Error(w, "unsupported request", http.StatusMethodNotAllowed)
 	}

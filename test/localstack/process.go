@@ -25,8 +25,10 @@ type process struct {
 // process is killed if the starting process dies.
 func startProcess(dir, name, binary string, args, env []string, detach bool) (*process, error) {
 	logPath := filepath.Join(dir, "logs", name+".log")
-	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
-		return nil, err
+	for _, d := range []string{filepath.Dir(logPath), filepath.Dir(pidPath(dir, name))} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
 	}
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {

@@ -105,7 +105,7 @@ func (o *Options) bin(name string) string { return filepath.Join(o.Root, "_outpu
 
 // Up starts every component and returns once tailor-scheduler is serving. On error it
 // stops what it started.
-func Up(ctx context.Context, opts Options) (s *Stack, err error) {
+func Up(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
@@ -117,7 +117,7 @@ func Up(ctx context.Context, opts Options) (s *Stack, err error) {
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	s = &Stack{opts: opts, procs: map[string]*process{}, ports: map[string]int{}, SocketPath: filepath.Join(opts.Dir, "run", "provisioner.sock")}
+	s := &Stack{opts: opts, procs: map[string]*process{}, ports: map[string]int{}, SocketPath: filepath.Join(opts.Dir, "run", "provisioner.sock")}
 	defer func() {
 		if err != nil {
 			s.Down()

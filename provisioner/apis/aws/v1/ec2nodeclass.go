@@ -29,7 +29,6 @@ type EC2NodeClass struct {
 //
 // +kubebuilder:validation:XValidation:message="set exactly one of role or instanceProfile",rule="(has(self.role) && !has(self.instanceProfile)) || (!has(self.role) && has(self.instanceProfile))"
 // +kubebuilder:validation:XValidation:message="switching between role and instanceProfile is not supported: create a new EC2NodeClass instead",rule="(has(oldSelf.role) && has(self.role)) || (has(oldSelf.instanceProfile) && has(self.instanceProfile))"
-// +kubebuilder:validation:XValidation:message="amiFamily contradicts the alias in amiSelectorTerms: remove amiFamily or set it to the alias family or Custom",rule="!has(self.amiFamily) || !self.amiSelectorTerms.exists(x, has(x.alias)) || self.amiFamily == 'Custom' || self.amiFamily == self.amiSelectorTerms.filter(x, has(x.alias))[0].alias.split('@')[0].replace('al2023', 'AL2023').replace('al2', 'AL2').replace('bottlerocket', 'Bottlerocket')"
 // +kubebuilder:validation:XValidation:message="amiFamily is required when amiSelectorTerms has no alias: set amiFamily (AL2023, AL2, Bottlerocket or Custom)",rule="self.amiSelectorTerms.exists(x, has(x.alias)) || has(self.amiFamily)"
 type EC2NodeClassSpec struct {
 	// SubnetSelectorTerms select the subnets nodes may launch in; terms are ORed.
@@ -82,6 +81,7 @@ type EC2NodeClassSpec struct {
 	// +kubebuilder:validation:XValidation:message="tag key karpenter.sh/nodepool is set by Tailor: remove it",rule="self.all(k, k != 'karpenter.sh/nodepool')"
 	// +kubebuilder:validation:XValidation:message="tag key karpenter.sh/nodeclaim is set by Tailor: remove it",rule="self.all(k, k !='karpenter.sh/nodeclaim')"
 	// +kubebuilder:validation:XValidation:message="tag key karpenter.k8s.aws/ec2nodeclass is set by Tailor: remove it",rule="self.all(k, k !='karpenter.k8s.aws/ec2nodeclass')"
+	// +kubebuilder:validation:MaxProperties:=50
 	// +optional
 	Tags map[string]string `json:"tags,omitempty"`
 	// Kubelet overrides parts of the kubelet configuration of the nodes.
@@ -190,22 +190,27 @@ type KubeletConfiguration struct {
 	// SystemReserved resources for OS daemons.
 	// +kubebuilder:validation:XValidation:message="systemReserved keys must be cpu, memory, ephemeral-storage or pid",rule="self.all(x, x=='cpu' || x=='memory' || x=='ephemeral-storage' || x=='pid')"
 	// +kubebuilder:validation:XValidation:message="systemReserved values must not be negative",rule="self.all(x, !self[x].startsWith('-'))"
+	// +kubebuilder:validation:MaxProperties:=10
 	// +optional
 	SystemReserved map[string]string `json:"systemReserved,omitempty"`
 	// KubeReserved resources for Kubernetes daemons; defaults follow the EKS formula.
 	// +kubebuilder:validation:XValidation:message="kubeReserved keys must be cpu, memory, ephemeral-storage or pid",rule="self.all(x, x=='cpu' || x=='memory' || x=='ephemeral-storage' || x=='pid')"
 	// +kubebuilder:validation:XValidation:message="kubeReserved values must not be negative",rule="self.all(x, !self[x].startsWith('-'))"
+	// +kubebuilder:validation:MaxProperties:=10
 	// +optional
 	KubeReserved map[string]string `json:"kubeReserved,omitempty"`
 	// EvictionHard thresholds; memory.available defaults to 100Mi.
 	// +kubebuilder:validation:XValidation:message="evictionHard keys must be memory.available, nodefs.available, nodefs.inodesFree, imagefs.available, imagefs.inodesFree or pid.available",rule="self.all(x, x in ['memory.available','nodefs.available','nodefs.inodesFree','imagefs.available','imagefs.inodesFree','pid.available'])"
+	// +kubebuilder:validation:MaxProperties:=10
 	// +optional
 	EvictionHard map[string]string `json:"evictionHard,omitempty"`
 	// EvictionSoft thresholds; each needs an evictionSoftGracePeriod.
 	// +kubebuilder:validation:XValidation:message="evictionSoft keys must be memory.available, nodefs.available, nodefs.inodesFree, imagefs.available, imagefs.inodesFree or pid.available",rule="self.all(x, x in ['memory.available','nodefs.available','nodefs.inodesFree','imagefs.available','imagefs.inodesFree','pid.available'])"
+	// +kubebuilder:validation:MaxProperties:=10
 	// +optional
 	EvictionSoft map[string]string `json:"evictionSoft,omitempty"`
 	// EvictionSoftGracePeriod per soft threshold.
+	// +kubebuilder:validation:MaxProperties:=10
 	// +optional
 	EvictionSoftGracePeriod map[string]metav1.Duration `json:"evictionSoftGracePeriod,omitempty"`
 	// EvictionMaxPodGracePeriod caps pod grace periods on soft eviction, in seconds.

@@ -133,9 +133,11 @@ type ObjectMeta struct {
 	// +kubebuilder:validation:XValidation:message="keys in the kubernetes.io domain are reserved for the kubelet: use a well-known key such as topology.kubernetes.io/zone or a key in your own domain",rule="self.all(x, x in [\"beta.kubernetes.io/instance-type\", \"failure-domain.beta.kubernetes.io/region\", \"beta.kubernetes.io/os\", \"beta.kubernetes.io/arch\", \"failure-domain.beta.kubernetes.io/zone\", \"topology.kubernetes.io/zone\", \"topology.kubernetes.io/region\", \"node.kubernetes.io/instance-type\", \"kubernetes.io/arch\", \"kubernetes.io/os\", \"node.kubernetes.io/windows-build\"] || x.find(\"^([^/]+)\").endsWith(\"node.kubernetes.io\") || x.find(\"^([^/]+)\").endsWith(\"node-restriction.kubernetes.io\") || !x.find(\"^([^/]+)\").endsWith(\"kubernetes.io\"))"
 	// +kubebuilder:validation:XValidation:message="labels in the karpenter.sh domain are set by Tailor: remove them from the template",rule="self.all(x, !x.find(\"^([^/]+)\").endsWith(\"karpenter.sh\"))"
 	// +kubebuilder:validation:XValidation:message="kubernetes.io/hostname is set by the kubelet and cannot be required or set",rule="self.all(x, x != \"kubernetes.io/hostname\")"
+	// +kubebuilder:validation:MaxProperties:=100
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`
 	// Annotations added to every NodeClaim of the NodePool.
+	// +kubebuilder:validation:MaxProperties:=100
 	// +optional
 	Annotations map[string]string `json:"annotations,omitempty"`
 }

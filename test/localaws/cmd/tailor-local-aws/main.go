@@ -70,7 +70,7 @@ func run(ctx context.Context, listen, addressFile, kubeconfig string, opts local
 	url := "http://" + listener.Addr().String()
 	fmt.Printf("listening on %s\n", url)
 	if addressFile != "" {
-		if err := os.WriteFile(addressFile, []byte(url+"\n"), 0o644); err != nil {
+		if err := writeAtomically(addressFile, url+"\n"); err != nil {
 			_ = listener.Close()
 			return fmt.Errorf("writing address file: %w", err)
 		}
@@ -88,4 +88,14 @@ func run(ctx context.Context, listen, addressFile, kubeconfig string, opts local
 		return fmt.Errorf("serving: %w", err)
 	}
 	return nil
+}
+
+// writeAtomically writes the file through a rename, so that a reader polling for it never sees
+// it half written.
+func writeAtomically(path, content string) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }

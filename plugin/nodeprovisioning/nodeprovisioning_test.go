@@ -1,0 +1,167 @@
+package nodeprovisioning
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/testing/protocmp"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	clientsetfake "k8s.io/client-go/kubernetes/fake"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultbinder"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/queuesort"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
+
+	provisionerv1 "github.com/tailor-autoscaler/tailor/proto/tailor/provisioner/v1"
+)
+
+// fakeProvisioner records what the plugin hands over.
+type fakeProvisioner struct {
+	nominations map[types.UID]Nomination
+	submitted   []submitted
+	forgotten   []types.UID
+}
+
+type submitted struct {
+	Pod        string
+	Rejections []*provisionerv1.Rejection
+	Message    string
+	StaleNode  string
+}
+
+func (f *fakeProvisioner) Submit(pod *v1.Pod, rejections []*provisionerv1.Rejection, message, staleNode string) {
+	f.submitted = append(f.submitted, submitted{Pod: pod.Name, Rejections: rejections, Message: message, StaleNode: staleNode})
+}
+
+func (f *fakeProvisioner) Nomination(uid types.UID) (Nomination, bool) {
+	n, ok := f.nominations[uid]
+	return n, ok
+}
+
+func (f *fakeProvisioner) Forget(uid types.UID) { f.forgotten = append(f.forgotten, uid) }
+
+func TestPostFilter(t *testing.T) {
+	pod := st.MakePod().Namespace("default").Name("web-0").UID("uid-0").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()
+	system := st.MakeNode().Name("system-0").Taints([]v1.Taint{{Key: "CriticalAddonsOnly", Value: "true", Effect: v1.TaintEffectNoSchedule}}).Obj()
+	small := st.MakeNode().Name("small-0").Obj()
+	small1 := st.MakeNode().Name("small-1").Obj()
+	planned := st.MakeNode().Name("ip-10-0-0-1.ec2.internal").Obj()
+	plannedReady := st.MakeNode().Name("ip-10-0-0-1.ec2.internal").Label(initializedLabel, "true").Obj()
+	taintStatus := fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node(s) had untolerated taint {CriticalAddonsOnly: true}").WithPlugin("TaintToleration")
+	cpuStatus := fwk.NewStatus(fwk.Unschedulable, "Insufficient cpu").WithPlugin("NodeResourcesFit")
+	nomination := Nomination{NodeName: "ip-10-0-0-1.ec2.internal", NodeClaim: "general-abcde"}
+
+	tests := []struct {
+		name          string
+		nodes         []*v1.Node
+		statuses      map[string]*fwk.Status
+		nominations   map[types.UID]Nomination
+		wantNominated string
+		wantStatus    *fwk.Status
+		wantSubmitted []submitted
+		wantForgotten []types.UID
+	}{
+		{
+			name:       "a pod without a plan is handed to the provisioner with its filter results",
+			nodes:      []*v1.Node{system, small, small1},
+			statuses:   map[string]*fwk.Status{"system-0": taintStatus, "small-0": cpuStatus, "small-1": cpuStatus},
+			wantStatus: fwk.NewStatus(fwk.Unschedulable, "NodeProvisioning: waiting for the provisioner to plan a node"),
+			wantSubmitted: []submitted{{
+				Pod: "web-0",
+				Rejections: []*provisionerv1.Rejection{
+					{Plugin: "NodeResourcesFit", Reason: "Insufficient cpu", NodeCount: 2, Nodes: []string{"small-0", "small-1"}},
+					{Plugin: "TaintToleration", Reason: "node(s) had untolerated taint {CriticalAddonsOnly: true}", Unresolvable: true, NodeCount: 1, Nodes: []string{"system-0"}},
+				},
+				Message: "0/3 nodes are available: 2 node(s): Insufficient cpu (NodeResourcesFit); 1 node(s): node(s) had untolerated taint {CriticalAddonsOnly: true} (TaintToleration)",
+			}},
+		},
+		{
+			name:          "a pod with a plan is nominated to the planned node before it exists",
+			nodes:         []*v1.Node{system},
+			statuses:      map[string]*fwk.Status{"system-0": taintStatus},
+			nominations:   map[types.UID]Nomination{"uid-0": nomination},
+			wantNominated: "ip-10-0-0-1.ec2.internal",
+			wantStatus:    fwk.NewStatus(fwk.Unschedulable, "NodeProvisioning: waiting for node ip-10-0-0-1.ec2.internal of NodeClaim general-abcde"),
+		},
+		{
+			name:          "a planned node that is not initialized yet keeps the nomination",
+			nodes:         []*v1.Node{system, planned},
+			statuses:      map[string]*fwk.Status{"system-0": taintStatus, planned.Name: taintStatus},
+			nominations:   map[types.UID]Nomination{"uid-0": nomination},
+			wantNominated: "ip-10-0-0-1.ec2.internal",
+			wantStatus:    fwk.NewStatus(fwk.Unschedulable, "NodeProvisioning: waiting for node ip-10-0-0-1.ec2.internal of NodeClaim general-abcde"),
+		},
+		{
+			name:        "an initialized planned node that rejects the pod makes the plan stale",
+			nodes:       []*v1.Node{plannedReady},
+			statuses:    map[string]*fwk.Status{plannedReady.Name: cpuStatus},
+			nominations: map[types.UID]Nomination{"uid-0": nomination},
+			wantStatus:  fwk.NewStatus(fwk.Unschedulable, "NodeProvisioning: node ip-10-0-0-1.ec2.internal of NodeClaim general-abcde cannot take the pod; provisioning again"),
+			wantSubmitted: []submitted{{
+				Pod:        "web-0",
+				Rejections: []*provisionerv1.Rejection{{Plugin: "NodeResourcesFit", Reason: "Insufficient cpu", NodeCount: 1, Nodes: []string{"ip-10-0-0-1.ec2.internal"}}},
+				Message:    "0/1 nodes are available: 1 node(s): Insufficient cpu (NodeResourcesFit)",
+				StaleNode:  "ip-10-0-0-1.ec2.internal",
+			}},
+			wantForgotten: []types.UID{"uid-0"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			cs := clientsetfake.NewClientset()
+			fh, err := tf.NewFramework(ctx,
+				[]tf.RegisterPluginFunc{
+					tf.RegisterQueueSortPlugin(queuesort.Name, queuesort.New),
+					tf.RegisterBindPlugin(defaultbinder.Name, defaultbinder.New),
+				},
+				"tailor-scheduler",
+				frameworkruntime.WithSnapshotSharedLister(cache.NewSnapshot(nil, tt.nodes)),
+				frameworkruntime.WithClientSet(cs),
+				frameworkruntime.WithInformerFactory(informers.NewSharedInformerFactory(cs, 0)),
+			)
+			if err != nil {
+				t.Fatal(err)
+			}
+			prov := &fakeProvisioner{nominations: tt.nominations}
+			pl := &NodeProvisioning{handle: fh, provisioner: prov}
+			statuses := framework.NewDefaultNodeToStatus()
+			for name, s := range tt.statuses {
+				statuses.Set(name, s)
+			}
+
+			result, status := pl.PostFilter(ctx, nil, pod, statuses)
+
+			if diff := cmp.Diff(tt.wantStatus.Code(), status.Code()); diff != "" {
+				t.Errorf("status code (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.wantStatus.Message(), status.Message()); diff != "" {
+				t.Errorf("status message (-want +got):\n%s", diff)
+			}
+			var nominated string
+			if result != nil && result.NominatingInfo != nil {
+				nominated = result.NominatedNodeName
+				if result.NominatingMode != framework.ModeOverride {
+					t.Errorf("nominating mode = %v, want ModeOverride", result.NominatingMode)
+				}
+			}
+			if nominated != tt.wantNominated {
+				t.Errorf("nominated node = %q, want %q", nominated, tt.wantNominated)
+			}
+			if diff := cmp.Diff(tt.wantSubmitted, prov.submitted, protocmp.Transform()); diff != "" {
+				t.Errorf("submitted (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.wantForgotten, prov.forgotten); diff != "" {
+				t.Errorf("forgotten (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

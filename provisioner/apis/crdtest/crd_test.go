@@ -1,0 +1,308 @@
+// Package crdtest checks the generated CRDs on a real API server: valid Karpenter v1
+// manifests are accepted with their defaults, invalid ones are refused with messages that
+// name the field and the fix.
+package crdtest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/tailor-autoscaler/tailor/provisioner/operator"
+	"github.com/tailor-autoscaler/tailor/test/localstack"
+	"github.com/tailor-autoscaler/tailor/test/testenv"
+)
+
+var cfg *rest.Config
+
+func TestMain(m *testing.M) {
+	env, err := testenv.Environment()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if cfg, err = env.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "starting envtest:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = env.Stop()
+	os.Exit(code)
+}
+
+func create(t *testing.T, manifest string) error {
+	t.Helper()
+	kube, err := client.New(cfg, client.Options{Scheme: operator.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := localstack.Decode([]byte(manifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if err := kube.Create(context.Background(), o); err != nil {
+			return err
+		}
+		t.Cleanup(func() { _ = kube.Delete(context.Background(), o) })
+	}
+	return nil
+}
+
+const nodeClassRef = `
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}`
+
+func nodePool(name, spec string) string {
+	return fmt.Sprintf("apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: %s}\nspec:\n%s", name, spec)
+}
+
+func TestNodePoolValidation(t *testing.T) {
+	tests := []struct {
+		name    string
+		spec    string
+		wantErr []string
+	}{
+		{
+			name: "the Karpenter getting-started NodePool is accepted",
+			spec: `  template:
+    spec:
+      requirements:
+      - {key: kubernetes.io/arch, operator: In, values: [amd64]}
+      - {key: kubernetes.io/os, operator: In, values: [linux]}
+      - {key: karpenter.sh/capacity-type, operator: In, values: [spot]}
+      - {key: karpenter.k8s.aws/instance-category, operator: In, values: [c, m, r]}
+      - {key: karpenter.k8s.aws/instance-generation, operator: Gt, values: ["2"]}` + nodeClassRef + `
+      expireAfter: 720h
+  limits: {cpu: 1000}
+  disruption:
+    consolidationPolicy: WhenEmptyOrUnderutilized
+    consolidateAfter: 1m`,
+		},
+		{
+			name: "Gte, Lte, minValues and budgets with schedules are accepted",
+			spec: `  weight: 50
+  template:
+    metadata:
+      labels: {team: payments}
+    spec:
+      requirements:
+      - {key: karpenter.k8s.aws/instance-cpu, operator: Gte, values: ["4"]}
+      - {key: karpenter.k8s.aws/instance-cpu, operator: Lte, values: ["32"]}
+      - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m5, m6i, m7i], minValues: 2}` + nodeClassRef + `
+  disruption:
+    consolidateAfter: Never
+    budgets:
+    - nodes: "20%"
+    - nodes: "0"
+      schedule: "0 9 * * mon-fri"
+      duration: 8h
+      reasons: [Drifted]`,
+		},
+		{
+			name:    "In without values names the fix",
+			spec:    "  template:\n    spec:\n      requirements:\n      - {key: team, operator: In}" + nodeClassRef,
+			wantErr: []string{"spec.template.spec.requirements[0]", "operator In needs at least one value: add values or use Exists"},
+		},
+		{
+			name:    "Gt takes exactly one integer",
+			spec:    "  template:\n    spec:\n      requirements:\n      - {key: karpenter.k8s.aws/instance-cpu, operator: Gt, values: [\"2\", \"4\"]}" + nodeClassRef,
+			wantErr: []string{"spec.template.spec.requirements[0]", "operators Gt, Lt, Gte and Lte take exactly one non-negative integer in values"},
+		},
+		{
+			name:    "minValues above the number of values is refused",
+			spec:    "  template:\n    spec:\n      requirements:\n      - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m5], minValues: 3}" + nodeClassRef,
+			wantErr: []string{"spec.template.spec.requirements[0]", "minValues is larger than the number of values"},
+		},
+		{
+			name:    "an unknown operator is refused",
+			spec:    "  template:\n    spec:\n      requirements:\n      - {key: team, operator: Near, values: [a]}" + nodeClassRef,
+			wantErr: []string{"spec.template.spec.requirements[0].operator", `Unsupported value: "Near"`},
+		},
+		{
+			name:    "kubernetes.io/hostname cannot be required",
+			spec:    "  template:\n    spec:\n      requirements:\n      - {key: kubernetes.io/hostname, operator: In, values: [a]}" + nodeClassRef,
+			wantErr: []string{"spec.template.spec.requirements[0].key", "kubernetes.io/hostname is set by the kubelet"},
+		},
+		{
+			name:    "template labels in the karpenter.sh domain are refused",
+			spec:    "  template:\n    metadata:\n      labels: {karpenter.sh/nodepool: x}\n    spec:\n      requirements: []" + nodeClassRef,
+			wantErr: []string{"spec.template.metadata.labels", "labels in the karpenter.sh domain are set by Tailor"},
+		},
+		{
+			name:    "a budget schedule needs a duration",
+			spec:    "  template:\n    spec:\n      requirements: []" + nodeClassRef + "\n  disruption:\n    consolidateAfter: 30s\n    budgets:\n    - {nodes: \"1\", schedule: \"@daily\"}",
+			wantErr: []string{"spec.disruption.budgets", "a budget with schedule needs duration"},
+		},
+		{
+			name:    "budget nodes must be a count or a percentage",
+			spec:    "  template:\n    spec:\n      requirements: []" + nodeClassRef + "\n  disruption:\n    consolidateAfter: 30s\n    budgets:\n    - {nodes: \"110%\"}",
+			wantErr: []string{"spec.disruption.budgets[0].nodes", "should match"},
+		},
+		{
+			name:    "weight is between 1 and 100",
+			spec:    "  weight: 101\n  template:\n    spec:\n      requirements: []" + nodeClassRef,
+			wantErr: []string{"spec.weight", "should be less than or equal to 100"},
+		},
+		{
+			name:    "the node class reference needs a kind",
+			spec:    "  template:\n    spec:\n      requirements: []\n      nodeClassRef: {group: karpenter.k8s.aws, kind: \"\", name: default}",
+			wantErr: []string{"spec.template.spec.nodeClassRef.kind", "kind must be set, for example EC2NodeClass"},
+		},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := create(t, nodePool(fmt.Sprintf("pool-%d", i), tt.spec))
+			checkErr(t, err, tt.wantErr)
+		})
+	}
+}
+
+func TestNodePoolDefaults(t *testing.T) {
+	if err := create(t, nodePool("defaults", "  template:\n    spec:\n      requirements: []"+nodeClassRef)); err != nil {
+		t.Fatal(err)
+	}
+	kube, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := &unstructured.Unstructured{}
+	got.SetAPIVersion("karpenter.sh/v1")
+	got.SetKind("NodePool")
+	if err := kube.Get(context.Background(), client.ObjectKey{Name: "defaults"}, got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"consolidateAfter":    "0s",
+		"consolidationPolicy": "WhenEmptyOrUnderutilized",
+		"budgets":             []any{map[string]any{"nodes": "10%"}},
+	}
+	disruption, _, _ := unstructured.NestedMap(got.Object, "spec", "disruption")
+	if fmt.Sprint(want) != fmt.Sprint(disruption) {
+		t.Errorf("spec.disruption = %v, want %v", disruption, want)
+	}
+	expire, _, _ := unstructured.NestedString(got.Object, "spec", "template", "spec", "expireAfter")
+	if expire != "720h" {
+		t.Errorf("spec.template.spec.expireAfter = %q, want 720h", expire)
+	}
+}
+
+func nodeClass(name, spec string) string {
+	return fmt.Sprintf("apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata: {name: %s}\nspec:\n%s", name, spec)
+}
+
+const selectors = `
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]`
+
+func TestEC2NodeClassValidation(t *testing.T) {
+	tests := []struct {
+		name    string
+		spec    string
+		wantErr []string
+	}{
+		{
+			name: "the Karpenter getting-started EC2NodeClass is accepted",
+			spec: "  role: KarpenterNodeRole-demo\n  amiSelectorTerms: [{alias: al2023@latest}]" + selectors + `
+  tags: {team: payments}
+  kubelet: {maxPods: 110, systemReserved: {cpu: 100m, memory: 100Mi}, evictionHard: {memory.available: 5%}}
+  blockDeviceMappings:
+  - deviceName: /dev/xvda
+    ebs: {volumeSize: 100Gi, volumeType: gp3, encrypted: true}
+    rootVolume: true`,
+		},
+		{
+			name:    "role and instanceProfile together are refused",
+			spec:    "  role: r\n  instanceProfile: p\n  amiSelectorTerms: [{alias: al2023@latest}]" + selectors,
+			wantErr: []string{"spec", "set exactly one of role or instanceProfile"},
+		},
+		{
+			name:    "neither role nor instanceProfile is refused",
+			spec:    "  amiSelectorTerms: [{alias: al2023@latest}]" + selectors,
+			wantErr: []string{"spec", "set exactly one of role or instanceProfile"},
+		},
+		{
+			name:    "an alias cannot be combined with an id",
+			spec:    "  role: r\n  amiSelectorTerms: [{alias: al2023@latest, id: ami-123}]" + selectors,
+			wantErr: []string{"spec.amiSelectorTerms", "an AMI selector term with alias cannot also have id"},
+		},
+		{
+			name:    "an unknown alias family is refused",
+			spec:    "  role: r\n  amiSelectorTerms: [{alias: ubuntu@latest}]" + selectors,
+			wantErr: []string{"spec.amiSelectorTerms[0].alias", "alias family must be al2023, al2 or bottlerocket"},
+		},
+		{
+			name:    "amiFamily is required without an alias",
+			spec:    "  role: r\n  amiSelectorTerms: [{id: ami-0123}]" + selectors,
+			wantErr: []string{"spec", "amiFamily is required when amiSelectorTerms has no alias"},
+		},
+		{
+			name:    "a subnet selector term needs tags or id",
+			spec:    "  role: r\n  amiSelectorTerms: [{alias: al2023@latest}]\n  subnetSelectorTerms: [{}]\n  securityGroupSelectorTerms: [{id: sg-1}]",
+			wantErr: []string{"spec.subnetSelectorTerms", "each subnet selector term needs tags or id"},
+		},
+		{
+			name:    "ownership tags are reserved",
+			spec:    "  role: r\n  amiSelectorTerms: [{alias: al2023@latest}]" + selectors + "\n  tags: {kubernetes.io/cluster/demo: owned}",
+			wantErr: []string{"spec.tags", "tag keys starting with kubernetes.io/cluster are set by Tailor"},
+		},
+		{
+			name:    "kubelet reservations take known keys",
+			spec:    "  role: r\n  amiSelectorTerms: [{alias: al2023@latest}]" + selectors + "\n  kubelet: {systemReserved: {gpu: \"1\"}}",
+			wantErr: []string{"spec.kubelet.systemReserved", "systemReserved keys must be cpu, memory, ephemeral-storage or pid"},
+		},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := create(t, nodeClass(fmt.Sprintf("class-%d", i), tt.spec))
+			checkErr(t, err, tt.wantErr)
+		})
+	}
+}
+
+func TestNodeClaimSpecIsImmutable(t *testing.T) {
+	kube, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := create(t, `apiVersion: karpenter.sh/v1
+kind: NodeClaim
+metadata: {name: immutable}
+spec:
+  requirements: [{key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}]`+strings.ReplaceAll(nodeClassRef, "      ", "  ")); err != nil {
+		t.Fatal(err)
+	}
+	nc := &unstructured.Unstructured{}
+	nc.SetAPIVersion("karpenter.sh/v1")
+	nc.SetKind("NodeClaim")
+	if err := kube.Get(context.Background(), client.ObjectKey{Name: "immutable"}, nc); err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedSlice(nc.Object, []any{map[string]any{"key": "team", "operator": "Exists"}}, "spec", "requirements"); err != nil {
+		t.Fatal(err)
+	}
+	checkErr(t, kube.Update(context.Background(), nc), []string{"spec", "spec of a NodeClaim cannot change"})
+}
+
+func checkErr(t *testing.T, err error, want []string) {
+	t.Helper()
+	if len(want) == 0 {
+		if err != nil {
+			t.Fatalf("want the manifest accepted, got: %v", err)
+		}
+		return
+	}
+	if err == nil {
+		t.Fatalf("want the manifest refused with %q, it was accepted", want)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not mention %q", err.Error(), w)
+		}
+	}
+}

@@ -1,0 +1,317 @@
+package localaws
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/tailor-autoscaler/tailor/test/fixtures/catalog"
+)
+
+// nodeSummary is the part of a Node the tests check.
+type nodeSummary struct {
+	Name        string
+	ProviderID  string
+	Labels      map[string]string
+	Annotations map[string]string
+	Taints      []string
+	Capacity    map[string]string
+	Allocatable map[string]string
+	Addresses   []string
+}
+
+func summarizeNode(n *corev1.Node) nodeSummary {
+	s := nodeSummary{
+		Name:        n.Name,
+		ProviderID:  n.Spec.ProviderID,
+		Labels:      n.Labels,
+		Annotations: n.Annotations,
+		Capacity:    quantities(n.Status.Capacity),
+		Allocatable: quantities(n.Status.Allocatable),
+	}
+	for _, t := range n.Spec.Taints {
+		s.Taints = append(s.Taints, t.ToString())
+	}
+	for _, a := range n.Status.Addresses {
+		s.Addresses = append(s.Addresses, string(a.Type)+"="+a.Address)
+	}
+	return s
+}
+
+// kubeletLabels are the labels every registered Node has, for an instance in us-east-1a.
+func kubeletLabels(instanceType, arch string, extra map[string]string) map[string]string {
+	labels := map[string]string{
+		"kubernetes.io/hostname":           "ip-10-0-0-4.ec2.internal",
+		"kubernetes.io/arch":               arch,
+		"kubernetes.io/os":                 "linux",
+		"node.kubernetes.io/instance-type": instanceType,
+		"topology.kubernetes.io/zone":      "us-east-1a",
+		"topology.kubernetes.io/region":    "us-east-1",
+	}
+	for k, v := range extra {
+		labels[k] = v
+	}
+	return labels
+}
+
+func TestBuildNode(t *testing.T) {
+	cat, err := catalog.Load()
+	require.NoError(t, err)
+	types := map[string]*catalog.InstanceType{}
+	for i := range cat.InstanceTypes {
+		types[cat.InstanceTypes[i].Name] = &cat.InstanceTypes[i]
+	}
+	nodeadm, err := parseUserData(mimeUserData("application/node.eks.aws\n\n" + nodeadmConfig))
+	require.NoError(t, err)
+	percentEviction, err := parseUserData(mimeUserData("application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  kubelet:\n    config:\n      evictionHard: {memory.available: 10%}\n      kubeReserved: {cpu: '5'}"))
+	require.NoError(t, err)
+	addresses := []string{"InternalIP=10.0.0.4", "Hostname=ip-10-0-0-4.ec2.internal"}
+	annotations := map[string]string{"kwok.x-k8s.io/node": "fake"}
+
+	tests := []struct {
+		name         string
+		instanceType string
+		rootGiB      int
+		settings     kubeletSettings
+		want         nodeSummary
+	}{
+		{
+			name:         "without user data the node has the kubelet's labels and the catalog's pod limit",
+			instanceType: "m5.large",
+			want: nodeSummary{
+				Labels:      kubeletLabels("m5.large", "amd64", nil),
+				Capacity:    map[string]string{"cpu": "2", "memory": "7782Mi", "pods": "29", "ephemeral-storage": "20Gi"},
+				Allocatable: map[string]string{"cpu": "2", "memory": "7782Mi", "pods": "29", "ephemeral-storage": "20Gi"},
+			},
+		},
+		{
+			name:         "nodeadm labels, taints, pod limit and reservations",
+			instanceType: "m5.large",
+			rootGiB:      80,
+			settings:     nodeadm,
+			want: nodeSummary{
+				Labels:      kubeletLabels("m5.large", "amd64", map[string]string{"karpenter.sh/nodepool": "general", "team": "a"}),
+				Taints:      []string{"karpenter.sh/unregistered:NoExecute", "dedicated=gpu:NoSchedule"},
+				Capacity:    map[string]string{"cpu": "2", "memory": "7782Mi", "pods": "58", "ephemeral-storage": "80Gi"},
+				Allocatable: map[string]string{"cpu": "1830m", "memory": "7008Mi", "pods": "58", "ephemeral-storage": "79Gi"},
+			},
+		},
+		{
+			name:         "NVIDIA GPUs",
+			instanceType: "g4dn.xlarge",
+			want: nodeSummary{
+				Labels:      kubeletLabels("g4dn.xlarge", "amd64", nil),
+				Capacity:    map[string]string{"cpu": "4", "memory": "15564Mi", "pods": "29", "ephemeral-storage": "20Gi", "nvidia.com/gpu": "1"},
+				Allocatable: map[string]string{"cpu": "4", "memory": "15564Mi", "pods": "29", "ephemeral-storage": "20Gi", "nvidia.com/gpu": "1"},
+			},
+		},
+		{
+			name:         "AMD GPUs",
+			instanceType: "g4ad.xlarge",
+			want: nodeSummary{
+				Labels:      kubeletLabels("g4ad.xlarge", "amd64", nil),
+				Capacity:    map[string]string{"cpu": "4", "memory": "15564Mi", "pods": "8", "ephemeral-storage": "20Gi", "amd.com/gpu": "1"},
+				Allocatable: map[string]string{"cpu": "4", "memory": "15564Mi", "pods": "8", "ephemeral-storage": "20Gi", "amd.com/gpu": "1"},
+			},
+		},
+		{
+			name:         "Neuron devices",
+			instanceType: "inf2.xlarge",
+			want: nodeSummary{
+				Labels:      kubeletLabels("inf2.xlarge", "amd64", nil),
+				Capacity:    map[string]string{"cpu": "4", "memory": "15564Mi", "pods": "58", "ephemeral-storage": "20Gi", "aws.amazon.com/neuron": "1"},
+				Allocatable: map[string]string{"cpu": "4", "memory": "15564Mi", "pods": "58", "ephemeral-storage": "20Gi", "aws.amazon.com/neuron": "1"},
+			},
+		},
+		{
+			name:         "eviction as a percentage and reservations larger than the node",
+			instanceType: "m6g.large",
+			settings:     percentEviction,
+			want: nodeSummary{
+				Labels:   kubeletLabels("m6g.large", "arm64", nil),
+				Capacity: map[string]string{"cpu": "2", "memory": "7782Mi", "pods": "29", "ephemeral-storage": "20Gi"},
+				// 90% of 7782Mi, in bytes.
+				Allocatable: map[string]string{"cpu": "0", "memory": "7344016589", "pods": "29", "ephemeral-storage": "20Gi"},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			node := buildNode(nodeInput{
+				instanceID:    "i-0123456789abcdef0",
+				region:        "us-east-1",
+				zone:          "us-east-1a",
+				privateDNS:    "ip-10-0-0-4.ec2.internal",
+				privateIP:     "10.0.0.4",
+				instanceType:  types[tt.instanceType],
+				rootVolumeGiB: tt.rootGiB,
+				settings:      tt.settings,
+			})
+			want := tt.want
+			want.Name = "ip-10-0-0-4.ec2.internal"
+			want.ProviderID = "aws:///us-east-1a/i-0123456789abcdef0"
+			want.Annotations = annotations
+			want.Addresses = addresses
+
+			// The API server keeps the status given on create, which is how the Node
+			// arrives with its capacity.
+			client := fake.NewClientset()
+			_, err := client.CoreV1().Nodes().Create(context.Background(), node, metav1.CreateOptions{})
+			require.NoError(t, err)
+			stored, err := client.CoreV1().Nodes().Get(context.Background(), node.Name, metav1.GetOptions{})
+			require.NoError(t, err)
+			if diff := cmp.Diff(want, summarizeNode(stored)); diff != "" {
+				t.Errorf("node (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// fakeNodes is an in-memory Nodes API whose creates can be made to fail.
+type fakeNodes struct {
+	mu         sync.Mutex
+	nodes      map[string]*corev1.Node
+	createErrs []error
+	creates    int
+}
+
+func newFakeNodes() *fakeNodes { return &fakeNodes{nodes: map[string]*corev1.Node{}} }
+
+func (f *fakeNodes) Create(_ context.Context, node *corev1.Node, _ metav1.CreateOptions) (*corev1.Node, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.creates++
+	if len(f.createErrs) > 0 {
+		err := f.createErrs[0]
+		f.createErrs = f.createErrs[1:]
+		return nil, err
+	}
+	if _, ok := f.nodes[node.Name]; ok {
+		return nil, apierrors.NewAlreadyExists(corev1.Resource("nodes"), node.Name)
+	}
+	f.nodes[node.Name] = node.DeepCopy()
+	return node, nil
+}
+
+func (f *fakeNodes) Get(_ context.Context, name string, _ metav1.GetOptions) (*corev1.Node, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	node, ok := f.nodes[name]
+	if !ok {
+		return nil, apierrors.NewNotFound(corev1.Resource("nodes"), name)
+	}
+	return node.DeepCopy(), nil
+}
+
+func (f *fakeNodes) Delete(_ context.Context, name string, _ metav1.DeleteOptions) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.nodes[name]; !ok {
+		return apierrors.NewNotFound(corev1.Resource("nodes"), name)
+	}
+	delete(f.nodes, name)
+	return nil
+}
+
+// names lists the Nodes and their provider ids.
+func (f *fakeNodes) names() map[string]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]string{}
+	for name, n := range f.nodes {
+		out[name] = n.Spec.ProviderID
+	}
+	return out
+}
+
+func TestNodeRegistration(t *testing.T) {
+	h := newHarness(t, Options{BootDelay: 2 * time.Second, ShutdownDelay: 3 * time.Second})
+	nodes := newFakeNodes()
+	h.server.nodes = nodes
+	h.launchTemplate(t, "nodes", h.imageID(t, al2023X86Parameter), mimeUserData("application/node.eks.aws\n\n"+nodeadmConfig))
+	out := h.fleet(t, "nodes", ec2types.DefaultTargetCapacityTypeSpot, 1, override("m5.large", h.subnets(t)["us-east-1a"]))
+	id := launchedIDs(out)[0]
+	name := "ip-10-0-0-4.ec2.internal"
+	providerID := "aws:///us-east-1a/" + id
+	nodes.createErrs = []error{errors.New("connection refused")}
+
+	steps := []struct {
+		name        string
+		advance     time.Duration
+		terminate   bool
+		want        map[string]string
+		wantCreates int
+	}{
+		{name: "booting", want: map[string]string{}},
+		{name: "booted, but the API server refuses", advance: 2 * time.Second, want: map[string]string{}, wantCreates: 1},
+		{name: "backing off", advance: 100 * time.Millisecond, want: map[string]string{}, wantCreates: 1},
+		{name: "retried", advance: 400 * time.Millisecond, want: map[string]string{name: providerID}, wantCreates: 2},
+		{name: "steady", advance: time.Minute, want: map[string]string{name: providerID}, wantCreates: 2},
+		{name: "shutting down keeps the node", terminate: true, want: map[string]string{name: providerID}, wantCreates: 2},
+		{name: "terminated deletes the node", advance: 3 * time.Second, want: map[string]string{}, wantCreates: 2},
+	}
+	for _, step := range steps {
+		h.clock.Step(step.advance)
+		if step.terminate {
+			_, err := h.ec2.TerminateInstances(h.ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}})
+			require.NoError(t, err)
+		}
+		h.server.sync(h.ctx)
+		if diff := cmp.Diff(step.want, nodes.names()); diff != "" {
+			t.Errorf("%s: nodes (-want +got):\n%s", step.name, diff)
+		}
+		require.Equal(t, step.wantCreates, nodes.creates, step.name)
+		require.Equal(t, len(step.want) == 1, h.server.Instances()[0].NodeRegistered, step.name)
+	}
+}
+
+func TestNodeRegistrationReplacesAStaleNode(t *testing.T) {
+	h := newHarness(t, Options{})
+	nodes := newFakeNodes()
+	nodes.nodes["ip-10-0-0-4.ec2.internal"] = &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "ip-10-0-0-4.ec2.internal"},
+		Spec:       corev1.NodeSpec{ProviderID: "aws:///us-east-1a/i-0000000000000000f"},
+	}
+	h.server.nodes = nodes
+	h.launchTemplate(t, "nodes", h.imageID(t, al2023X86Parameter), "")
+	id := launchedIDs(h.fleet(t, "nodes", ec2types.DefaultTargetCapacityTypeOnDemand, 1, override("m5.large", h.subnets(t)["us-east-1a"])))[0]
+
+	h.server.sync(h.ctx)
+	require.Empty(t, nodes.names(), "the stale node is deleted first")
+	h.clock.Step(registrationBackoff)
+	h.server.sync(h.ctx)
+	require.Equal(t, map[string]string{"ip-10-0-0-4.ec2.internal": "aws:///us-east-1a/" + id}, nodes.names())
+}
+
+func TestRunRegistersNodesAsTheClockAdvances(t *testing.T) {
+	h := newHarness(t, Options{BootDelay: time.Second})
+	nodes := newFakeNodes()
+	h.server.nodes = nodes
+	h.launchTemplate(t, "nodes", h.imageID(t, al2023X86Parameter), "")
+	h.fleet(t, "nodes", ec2types.DefaultTargetCapacityTypeOnDemand, 1, override("m5.large", h.subnets(t)["us-east-1a"]))
+
+	ctx, cancel := context.WithCancel(h.ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.server.Run(ctx)
+	}()
+	require.Eventually(t, h.clock.HasWaiters, 5*time.Second, time.Millisecond)
+	require.Empty(t, nodes.names())
+
+	h.clock.Step(time.Second)
+	require.Eventually(t, func() bool { return len(nodes.names()) == 1 }, 5*time.Second, time.Millisecond)
+	cancel()
+	<-done
+}

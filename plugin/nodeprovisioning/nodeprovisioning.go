@@ -21,9 +21,9 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
-	provisionerv1 "github.com/tailor-autoscaler/tailor/proto/tailor/provisioner/v1"
 	"github.com/tailor-autoscaler/tailor/plugin/apis/config"
 	"github.com/tailor-autoscaler/tailor/plugin/apis/config/validation"
+	provisionerv1 "github.com/tailor-autoscaler/tailor/proto/tailor/provisioner/v1"
 )
 
 // Name is the plugin's name in a KubeSchedulerConfiguration.

@@ -304,7 +304,7 @@ func TestSolve(t *testing.T) {
 			},
 		},
 		{
-			name: "without NodePools every pod is explained",
+			name:  "without NodePools every pod is explained",
 			input: Input{Pods: []*corev1.Pod{pod("web", "1", "1Gi")}},
 			want:  summary{Unschedulable: map[string]string{"web": "no NodePool is available to this pod's scheduler profile"}},
 		},

@@ -99,9 +99,9 @@ type Trigger interface{ Trigger() }
 type Provisioner struct {
 	kube          client.Client
 	instanceTypes InstanceTypeSource
-	tracker  *nomination.Tracker
-	batch    Trigger
-	recorder record.EventRecorder
+	tracker       *nomination.Tracker
+	batch         Trigger
+	recorder      record.EventRecorder
 
 	mu      sync.Mutex
 	pending map[types.UID]Submission
@@ -368,7 +368,7 @@ func (p *Provisioner) createNodeClaim(ctx context.Context, planned *packing.NewN
 			GenerateName: np.Name + "-",
 			Labels:       map[string]string{},
 			Annotations: map[string]string{
-				karpv1.NodePoolHashAnnotationKey:     TemplateHash(np),
+				karpv1.NodePoolHashAnnotationKey:    TemplateHash(np),
 				nomination.PlannedPodsAnnotationKey: podsValue,
 			},
 			OwnerReferences: []metav1.OwnerReference{{

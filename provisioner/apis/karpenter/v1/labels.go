@@ -47,53 +47,53 @@ var (
 // Labels that describe an instance type. They are the keys of the "karpenter.k8s.aws" group
 // that Karpenter users already write in NodePool requirements.
 const (
-	awsGroup                          = "karpenter.k8s.aws"
-	InstanceCategoryLabelKey          = awsGroup + "/instance-category"
-	InstanceFamilyLabelKey            = awsGroup + "/instance-family"
-	InstanceGenerationLabelKey        = awsGroup + "/instance-generation"
-	InstanceSizeLabelKey              = awsGroup + "/instance-size"
-	InstanceCPULabelKey               = awsGroup + "/instance-cpu"
-	InstanceCPUManufacturerLabelKey   = awsGroup + "/instance-cpu-manufacturer"
-	InstanceMemoryLabelKey            = awsGroup + "/instance-memory"
-	InstanceHypervisorLabelKey        = awsGroup + "/instance-hypervisor"
-	InstanceNetworkBandwidthLabelKey  = awsGroup + "/instance-network-bandwidth"
-	InstanceLocalNVMeLabelKey         = awsGroup + "/instance-local-nvme"
-	InstanceGPUNameLabelKey           = awsGroup + "/instance-gpu-name"
-	InstanceGPUManufacturerLabelKey   = awsGroup + "/instance-gpu-manufacturer"
-	InstanceGPUCountLabelKey          = awsGroup + "/instance-gpu-count"
-	InstanceGPUMemoryLabelKey         = awsGroup + "/instance-gpu-memory"
-	InstanceAcceleratorNameLabelKey   = awsGroup + "/instance-accelerator-name"
-	InstanceAcceleratorCountLabelKey  = awsGroup + "/instance-accelerator-count"
+	awsGroup                            = "karpenter.k8s.aws"
+	InstanceCategoryLabelKey            = awsGroup + "/instance-category"
+	InstanceFamilyLabelKey              = awsGroup + "/instance-family"
+	InstanceGenerationLabelKey          = awsGroup + "/instance-generation"
+	InstanceSizeLabelKey                = awsGroup + "/instance-size"
+	InstanceCPULabelKey                 = awsGroup + "/instance-cpu"
+	InstanceCPUManufacturerLabelKey     = awsGroup + "/instance-cpu-manufacturer"
+	InstanceMemoryLabelKey              = awsGroup + "/instance-memory"
+	InstanceHypervisorLabelKey          = awsGroup + "/instance-hypervisor"
+	InstanceNetworkBandwidthLabelKey    = awsGroup + "/instance-network-bandwidth"
+	InstanceLocalNVMeLabelKey           = awsGroup + "/instance-local-nvme"
+	InstanceGPUNameLabelKey             = awsGroup + "/instance-gpu-name"
+	InstanceGPUManufacturerLabelKey     = awsGroup + "/instance-gpu-manufacturer"
+	InstanceGPUCountLabelKey            = awsGroup + "/instance-gpu-count"
+	InstanceGPUMemoryLabelKey           = awsGroup + "/instance-gpu-memory"
+	InstanceAcceleratorNameLabelKey     = awsGroup + "/instance-accelerator-name"
+	InstanceAcceleratorCountLabelKey    = awsGroup + "/instance-accelerator-count"
 	InstanceEncryptionInTransitLabelKey = awsGroup + "/instance-encryption-in-transit-supported"
-	EC2NodeClassLabelKey              = awsGroup + "/ec2nodeclass"
+	EC2NodeClassLabelKey                = awsGroup + "/ec2nodeclass"
 )
 
 // WellKnownLabels are the label keys whose values Tailor knows for every offering before a
 // node exists. Requirements on other keys must be satisfied by the NodePool's own labels.
 var WellKnownLabels = map[string]bool{
-	NodePoolLabelKey:                  true,
-	CapacityTypeLabelKey:              true,
-	corev1.LabelInstanceTypeStable:    true,
-	corev1.LabelTopologyZone:          true,
-	corev1.LabelTopologyRegion:        true,
-	corev1.LabelArchStable:            true,
-	corev1.LabelOSStable:              true,
-	corev1.LabelWindowsBuild:          true,
-	InstanceCategoryLabelKey:          true,
-	InstanceFamilyLabelKey:            true,
-	InstanceGenerationLabelKey:        true,
-	InstanceSizeLabelKey:              true,
-	InstanceCPULabelKey:               true,
-	InstanceCPUManufacturerLabelKey:   true,
-	InstanceMemoryLabelKey:            true,
-	InstanceHypervisorLabelKey:        true,
-	InstanceNetworkBandwidthLabelKey:  true,
-	InstanceLocalNVMeLabelKey:         true,
-	InstanceGPUNameLabelKey:           true,
-	InstanceGPUManufacturerLabelKey:   true,
-	InstanceGPUCountLabelKey:          true,
-	InstanceGPUMemoryLabelKey:         true,
-	InstanceAcceleratorNameLabelKey:   true,
-	InstanceAcceleratorCountLabelKey:  true,
+	NodePoolLabelKey:                    true,
+	CapacityTypeLabelKey:                true,
+	corev1.LabelInstanceTypeStable:      true,
+	corev1.LabelTopologyZone:            true,
+	corev1.LabelTopologyRegion:          true,
+	corev1.LabelArchStable:              true,
+	corev1.LabelOSStable:                true,
+	corev1.LabelWindowsBuild:            true,
+	InstanceCategoryLabelKey:            true,
+	InstanceFamilyLabelKey:              true,
+	InstanceGenerationLabelKey:          true,
+	InstanceSizeLabelKey:                true,
+	InstanceCPULabelKey:                 true,
+	InstanceCPUManufacturerLabelKey:     true,
+	InstanceMemoryLabelKey:              true,
+	InstanceHypervisorLabelKey:          true,
+	InstanceNetworkBandwidthLabelKey:    true,
+	InstanceLocalNVMeLabelKey:           true,
+	InstanceGPUNameLabelKey:             true,
+	InstanceGPUManufacturerLabelKey:     true,
+	InstanceGPUCountLabelKey:            true,
+	InstanceGPUMemoryLabelKey:           true,
+	InstanceAcceleratorNameLabelKey:     true,
+	InstanceAcceleratorCountLabelKey:    true,
 	InstanceEncryptionInTransitLabelKey: true,
 }

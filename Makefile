@@ -1,0 +1,49 @@
+# Tailor's entry points. `make help` lists them.
+SHELL := /usr/bin/env bash
+.DEFAULT_GOAL := help
+DIR ?= .local
+
+.PHONY: help
+help: ## List the targets.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: demo
+demo: binaries ## Build, start the local stack, run the demo scenario, print it, stop everything.
+	_output/bin/tailor-dev demo
+
+.PHONY: test
+test: ## Run every check and test: generated code, unit, integration and end-to-end.
+	hack/test.sh
+
+.PHONY: binaries
+binaries: ## Build every binary into _output/bin (Kubernetes binaries cached by version).
+	hack/build.sh
+
+.PHONY: up
+up: binaries ## Start the local stack in $(DIR) and leave it running; prints what to export.
+	_output/bin/tailor-dev up --dir $(DIR)
+
+.PHONY: env
+env: ## Print the exports of the running local stack.
+	@_output/bin/tailor-dev env --dir $(DIR)
+
+.PHONY: down
+down: ## Stop the local stack and remove its state.
+	_output/bin/tailor-dev down --dir $(DIR)
+
+.PHONY: generate
+generate: ## Regenerate CRDs, deepcopy, plugin-args code and gRPC code.
+	hack/update-crds.sh
+	hack/update-codegen.sh
+	hack/update-proto.sh
+
+.PHONY: verify
+verify: ## Fail when generated code is stale or code is not gofmt'ed.
+	hack/verify-gofmt.sh
+	hack/verify-crds.sh
+	hack/verify-codegen.sh
+	hack/verify-proto.sh
+
+.PHONY: clean
+clean: ## Remove build output (the version cache in ~/.cache/tailor stays).
+	rm -rf _output

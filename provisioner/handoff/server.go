@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -37,11 +38,15 @@ type Server struct {
 	provisionerv1.UnimplementedProvisionerServer
 	submitter   Submitter
 	nominations Nominations
+	// closing ends nomination streams when the server stops: they would otherwise keep a
+	// graceful stop waiting for as long as the scheduler stays connected.
+	closing   chan struct{}
+	closeOnce sync.Once
 }
 
 // NewServer returns a Server.
 func NewServer(submitter Submitter, nominations Nominations) *Server {
-	return &Server{submitter: submitter, nominations: nominations}
+	return &Server{submitter: submitter, nominations: nominations, closing: make(chan struct{})}
 }
 
 // SubmitPods decodes the pods and queues them.
@@ -63,7 +68,9 @@ func (s *Server) SubmitPods(ctx context.Context, req *provisionerv1.SubmitPodsRe
 		if pod.UID == "" || pod.Name == "" {
 			return nil, status.Errorf(codes.InvalidArgument, "pods[%d].pod has no name or uid", i)
 		}
-		subs = append(subs, provisioning.Submission{Pod: pod, Profile: req.GetProfile(), NodePools: sel, StaleNode: p.GetStaleNode()})
+		subs = append(subs, provisioning.Submission{
+			Pod: pod, Profile: req.GetProfile(), NodePools: sel, StaleNode: p.GetStaleNode(), SchedulerMessage: p.GetMessage(),
+		})
 	}
 	accepted := s.submitter.Submit(subs)
 	log.FromContext(ctx).V(1).Info("pods submitted", "profile", req.GetProfile(), "pods", len(subs), "accepted", accepted)
@@ -82,6 +89,8 @@ func (s *Server) WatchNominations(_ *provisionerv1.WatchNominationsRequest, stre
 		select {
 		case <-stream.Context().Done():
 			return nil
+		case <-s.closing:
+			return status.Error(codes.Unavailable, "the provisioner is shutting down; reconnect")
 		case u, ok := <-updates:
 			if !ok {
 				return status.Error(codes.Unavailable, "nomination stream fell behind; reconnect for a fresh snapshot")
@@ -129,6 +138,7 @@ func Serve(ctx context.Context, path string, srv *Server) error {
 	provisionerv1.RegisterProvisionerServer(g, srv)
 	go func() {
 		<-ctx.Done()
+		srv.closeOnce.Do(func() { close(srv.closing) })
 		g.GracefulStop()
 	}()
 	log.FromContext(ctx).Info("serving the provisioner API", "socket", path)

@@ -50,6 +50,8 @@ type Submission struct {
 	NodePools NodePoolSelector
 	// StaleNode is a node the pod was nominated to that registered and rejected it.
 	StaleNode string
+	// SchedulerMessage is the scheduler's summary of why existing nodes rejected the pod.
+	SchedulerMessage string
 }
 
 // NodePoolSelector restricts the NodePools of a scheduler profile.
@@ -212,8 +214,10 @@ func (p *Provisioner) provisionGroup(ctx context.Context, subs []Submission) err
 	if err != nil {
 		return err
 	}
+	schedulerMessage := map[types.UID]string{}
 	for _, s := range subs {
 		input.Pods = append(input.Pods, s.Pod)
+		schedulerMessage[s.Pod.UID] = s.SchedulerMessage
 	}
 	plan := packing.Solve(input)
 	for _, placement := range plan.InFlight {
@@ -235,6 +239,9 @@ func (p *Provisioner) provisionGroup(ctx context.Context, subs []Submission) err
 		msg := "cannot provision a node for this pod: " + u.Reason
 		for name, reason := range notReady {
 			msg += fmt.Sprintf("; NodePool %q: %s", name, reason)
+		}
+		if m := schedulerMessage[u.Pod.UID]; m != "" {
+			msg += "; existing nodes: " + m
 		}
 		p.recorder.Event(u.Pod, corev1.EventTypeWarning, ReasonFailedProvisioning, msg)
 		logger.Info("cannot provision pod", "pod", klogRef(u.Pod), "reason", msg)

@@ -218,7 +218,9 @@ func priorityClass(t *testing.T, cs kubernetes.Interface, name string, value int
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cs.SchedulingV1().PriorityClasses().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = cs.SchedulingV1().PriorityClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
 }
 
 func namespace(t *testing.T, cs kubernetes.Interface) string {

@@ -91,6 +91,7 @@ type Clients struct {
 // NewClients makes the provider's clients from one SDK configuration. The Pricing API is
 // only served from a few regions; us-east-1 serves every region's prices.
 func NewClients(cfg aws.Config) Clients {
+	cfg = withRequestBodyCopies(cfg)
 	pricingCfg := cfg.Copy()
 	pricingCfg.Region = "us-east-1"
 	return Clients{

@@ -1,6 +1,8 @@
 package localaws
 
 import (
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/transport"
+
 	"context"
 	"errors"
 	"net/http/httptest"
@@ -69,19 +71,19 @@ func newHarness(t *testing.T, opts Options) *harness {
 		url:    httpServer.URL,
 		ec2: ec2.New(ec2.Options{
 			Region: "us-east-1", BaseEndpoint: aws.String(httpServer.URL), Credentials: creds,
-			Retryer: retryer, HTTPClient: httpServer.Client(),
+			Retryer: retryer, HTTPClient: transport.NewClient(httpServer.Client()),
 		}),
 		ssm: ssm.New(ssm.Options{
 			Region: "us-east-1", BaseEndpoint: aws.String(httpServer.URL), Credentials: creds,
-			Retryer: retryer, HTTPClient: httpServer.Client(),
+			Retryer: retryer, HTTPClient: transport.NewClient(httpServer.Client()),
 		}),
 		pricing: pricing.New(pricing.Options{
 			Region: "us-east-1", BaseEndpoint: aws.String(httpServer.URL), Credentials: creds,
-			Retryer: retryer, HTTPClient: httpServer.Client(),
+			Retryer: retryer, HTTPClient: transport.NewClient(httpServer.Client()),
 		}),
 		iam: iam.New(iam.Options{
 			Region: "us-east-1", BaseEndpoint: aws.String(httpServer.URL), Credentials: creds,
-			Retryer: retryer, HTTPClient: httpServer.Client(),
+			Retryer: retryer, HTTPClient: transport.NewClient(httpServer.Client()),
 		}),
 	}
 }

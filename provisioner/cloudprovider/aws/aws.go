@@ -22,6 +22,7 @@ import (
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/transport"
 )
 
 // Options configure the provider.
@@ -91,7 +92,7 @@ type Clients struct {
 // NewClients makes the provider's clients from one SDK configuration. The Pricing API is
 // only served from a few regions; us-east-1 serves every region's prices.
 func NewClients(cfg aws.Config) Clients {
-	cfg = withRequestBodyCopies(cfg)
+	cfg.HTTPClient = transport.NewClient(cfg.HTTPClient)
 	pricingCfg := cfg.Copy()
 	pricingCfg.Region = "us-east-1"
 	return Clients{

@@ -1,4 +1,5 @@
-package aws
+// Package transport holds the HTTP client Tailor's AWS SDK clients send requests with.
+package transport
 
 import (
 	"bytes"
@@ -31,12 +32,11 @@ func (c requestBodyCopier) Do(req *http.Request) (*http.Response, error) {
 	return c.next.Do(req)
 }
 
-// withRequestBodyCopies wraps the configuration's HTTP client (the SDK's default when unset).
-func withRequestBodyCopies(cfg aws.Config) aws.Config {
-	next := cfg.HTTPClient
+// NewClient wraps next (the SDK's default client when nil) so that every request body
+// reaches the transport as a copy of its own.
+func NewClient(next aws.HTTPClient) aws.HTTPClient {
 	if next == nil {
 		next = awshttp.NewBuildableClient()
 	}
-	cfg.HTTPClient = requestBodyCopier{next: next}
-	return cfg
+	return requestBodyCopier{next: next}
 }

@@ -1,4 +1,4 @@
-package aws
+package transport
 
 import (
 	"context"
@@ -22,14 +22,15 @@ func TestClientsSurviveFastAnswers(t *testing.T) {
 	}
 	srv := httptest.NewServer(endpoint)
 	defer srv.Close()
-	clients := NewClients(aws.Config{
+	client := ec2.NewFromConfig(aws.Config{
 		Region:           "us-east-1",
 		Credentials:      credentials.NewStaticCredentialsProvider("test", "test", ""),
 		BaseEndpoint:     aws.String(srv.URL),
 		RetryMaxAttempts: 1,
+		HTTPClient:       NewClient(nil),
 	})
 	for run := 0; run < 20; run++ {
-		pages := ec2.NewDescribeInstanceTypesPaginator(clients.EC2, &ec2.DescribeInstanceTypesInput{MaxResults: aws.Int32(100)})
+		pages := ec2.NewDescribeInstanceTypesPaginator(client, &ec2.DescribeInstanceTypesInput{MaxResults: aws.Int32(100)})
 		for pages.HasMorePages() {
 			if _, err := pages.NextPage(context.Background()); err != nil {
 				t.Fatalf("run %d: %v", run, err)

@@ -1,8 +1,6 @@
 package localaws
 
 import (
-	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/transport"
-
 	"context"
 	"errors"
 	"net/http/httptest"
@@ -22,6 +20,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/klog/v2/ktesting"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/transport"
 )
 
 // testStart is when every test's fake clock starts.

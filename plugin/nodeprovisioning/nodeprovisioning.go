@@ -33,7 +33,7 @@ const Name = "NodeProvisioning"
 // taints gone. A pod such a node still rejects will not fit it later either.
 const initializedLabel = "karpenter.sh/initialized"
 
-// maxRejectionNodes caps the node names reported per rejection reason.
+// maxRejectionNodes caps the node names reported per rejection reason (the first by name).
 const maxRejectionNodes = 20
 
 // NodeProvisioning hands pods that fit nowhere to the provisioner and nominates them to
@@ -200,12 +200,14 @@ func rejections(nodes []fwk.NodeInfo, m framework.NodeToStatusReader) []*provisi
 			byReason[key] = r
 		}
 		r.NodeCount++
-		if len(r.Nodes) < maxRejectionNodes {
-			r.Nodes = append(r.Nodes, name)
-		}
+		r.Nodes = append(r.Nodes, name)
 	}
 	out := make([]*provisionerv1.Rejection, 0, len(byReason))
 	for _, r := range byReason {
+		sort.Strings(r.Nodes)
+		if len(r.Nodes) > maxRejectionNodes {
+			r.Nodes = r.Nodes[:maxRejectionNodes]
+		}
 		out = append(out, r)
 	}
 	sort.Slice(out, func(i, j int) bool {

@@ -3,6 +3,7 @@ package packing
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -98,6 +99,7 @@ func describeSelector(pod *corev1.Pod) string {
 	for k, v := range pod.Spec.NodeSelector {
 		parts = append(parts, k+"="+v)
 	}
+	sort.Strings(parts)
 	if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
 		for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
 			for _, e := range term.MatchExpressions {

@@ -237,8 +237,8 @@ func (p *Provisioner) provisionGroup(ctx context.Context, subs []Submission) err
 	}
 	for _, u := range plan.Unschedulable {
 		msg := "cannot provision a node for this pod: " + u.Reason
-		for name, reason := range notReady {
-			msg += fmt.Sprintf("; NodePool %q: %s", name, reason)
+		for _, name := range sortedKeys(notReady) {
+			msg += fmt.Sprintf("; NodePool %q: %s", name, notReady[name])
 		}
 		if m := schedulerMessage[u.Pod.UID]; m != "" {
 			msg += "; existing nodes: " + m
@@ -247,6 +247,15 @@ func (p *Provisioner) provisionGroup(ctx context.Context, subs []Submission) err
 		logger.Info("cannot provision pod", "pod", klogRef(u.Pod), "reason", msg)
 	}
 	return nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 func klogRef(pod *corev1.Pod) string { return pod.Namespace + "/" + pod.Name }

@@ -44,26 +44,16 @@ var (
 func TestMain(m *testing.M) {
 	ctrllog.SetLogger(klog.Background())
 	scheme.AddToScheduler()
-	env, err := testenv.Environment()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if cfg, err = env.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, "starting envtest:", err)
-		os.Exit(1)
-	}
 	dir, err := os.MkdirTemp("", "tailor-integration-")
-	if err == nil {
-		kubeconfig = filepath.Join(dir, "kubeconfig")
-		err = writeKubeconfig(kubeconfig, cfg)
-	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	code := m.Run()
-	_ = env.Stop()
+	code := testenv.Run(m, func(c *rest.Config) error {
+		cfg = c
+		kubeconfig = filepath.Join(dir, "kubeconfig")
+		return writeKubeconfig(kubeconfig, c)
+	})
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }

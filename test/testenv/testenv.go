@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"testing"
 
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
@@ -33,4 +35,29 @@ func Environment() (*envtest.Environment, error) {
 		CRDDirectoryPaths:     []string{filepath.Join(Root(), "manifests", "crds")},
 		ErrorIfCRDPathMissing: true,
 	}, nil
+}
+
+// Run serves a package's TestMain: it starts an API server with the CRDs, hands its client
+// configuration to setup, runs the tests, stops the server and returns the tests' exit code.
+func Run(m *testing.M, setup func(cfg *rest.Config) error) int {
+	env, err := Environment()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting envtest:", err)
+		return 1
+	}
+	code := 1
+	if err := setup(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "setting up the tests:", err)
+	} else {
+		code = m.Run()
+	}
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping envtest:", err)
+	}
+	return code
 }

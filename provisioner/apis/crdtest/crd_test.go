@@ -22,18 +22,10 @@ import (
 var cfg *rest.Config
 
 func TestMain(m *testing.M) {
-	env, err := testenv.Environment()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if cfg, err = env.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, "starting envtest:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = env.Stop()
-	os.Exit(code)
+	os.Exit(testenv.Run(m, func(c *rest.Config) error {
+		cfg = c
+		return nil
+	}))
 }
 
 func create(t *testing.T, manifest string) error {

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/pricing"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -154,7 +155,25 @@ func New(opts Options, clients Clients, kube client.Reader, clk clock.Clock) (*P
 // InstanceTypes returns the instance types the NodePool's EC2NodeClass can launch in the
 // zones of its subnets, with prices.
 func (p *Provider) InstanceTypes(ctx context.Context, nodePool *karpv1.NodePool) ([]*cloudprovider.InstanceType, error) {
-	class, err := p.nodeClass(ctx, nodePool.Spec.Template.Spec.NodeClassRef)
+	lc, err := p.launchContext(ctx, nodePool.Spec.Template.Spec.NodeClassRef)
+	if err != nil {
+		return nil, err
+	}
+	return lc.types, nil
+}
+
+// launchContext is what launching from a node class needs: the class, what its selectors
+// resolve to, the catalog, and the instance types the class can launch (with an AMI for
+// their architecture and an offering in its zones).
+type launchContext struct {
+	class    *awsv1.EC2NodeClass
+	resolved *resolvedClass
+	entries  map[string]*catalogEntry
+	types    []*cloudprovider.InstanceType
+}
+
+func (p *Provider) launchContext(ctx context.Context, ref *karpv1.NodeClassReference) (*launchContext, error) {
+	class, err := p.nodeClass(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -167,16 +186,18 @@ func (p *Provider) InstanceTypes(ctx context.Context, nodePool *karpv1.NodePool)
 		return nil, err
 	}
 	zones := resolved.zones()
-	settings := overheadSettings{vmMemoryOverheadPercent: p.opts.VMMemoryOverheadPercent, reservedENIs: int64(p.opts.ReservedENIs)}
-	out := make([]*cloudprovider.InstanceType, 0, len(entries))
+	lc := &launchContext{class: class, resolved: resolved, entries: entries, types: make([]*cloudprovider.InstanceType, 0, len(entries))}
 	for _, e := range entries {
-		it := newInstanceType(e, class, zones, prices, settings)
-		if _, ok := resolved.amis[it.Labels["kubernetes.io/arch"]]; !ok || len(it.Offerings) == 0 {
-			continue
+		it := newInstanceType(e, class, zones, prices, p.overheadSettings())
+		if _, ok := resolved.amis[it.Labels[corev1.LabelArchStable]]; ok && len(it.Offerings) > 0 {
+			lc.types = append(lc.types, it)
 		}
-		out = append(out, it)
 	}
-	return out, nil
+	return lc, nil
+}
+
+func (p *Provider) overheadSettings() overheadSettings {
+	return overheadSettings{vmMemoryOverheadPercent: p.opts.VMMemoryOverheadPercent, reservedENIs: int64(p.opts.ReservedENIs)}
 }
 
 // nodeClass reads the EC2NodeClass a NodePool or NodeClaim refers to.

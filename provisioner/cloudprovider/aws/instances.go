@@ -70,7 +70,7 @@ func (p *Provider) Get(ctx context.Context, providerID string) (*karpv1.NodeClai
 	if err != nil {
 		return nil, err
 	}
-	return p.toNodeClaim(inst, entries, nil, overheadSettings{vmMemoryOverheadPercent: p.opts.VMMemoryOverheadPercent}), nil
+	return p.toNodeClaim(inst, entries, nil), nil
 }
 
 // List returns every live instance tagged as launched by this cluster for a NodeClaim.
@@ -92,7 +92,7 @@ func (p *Provider) List(ctx context.Context) ([]*karpv1.NodeClaim, error) {
 		}
 		for _, r := range page.Reservations {
 			for i := range r.Instances {
-				out = append(out, p.toNodeClaim(&r.Instances[i], entries, nil, overheadSettings{vmMemoryOverheadPercent: p.opts.VMMemoryOverheadPercent}))
+				out = append(out, p.toNodeClaim(&r.Instances[i], entries, nil))
 			}
 		}
 	}
@@ -127,7 +127,7 @@ func (p *Provider) Delete(ctx context.Context, nodeClaim *karpv1.NodeClaim) erro
 
 // toNodeClaim describes an instance as a NodeClaim: its offering labels and, when the
 // instance type is known, its capacity and allocatable for the node class.
-func (p *Provider) toNodeClaim(inst *ec2types.Instance, entries map[string]*catalogEntry, class *awsv1.EC2NodeClass, settings overheadSettings) *karpv1.NodeClaim {
+func (p *Provider) toNodeClaim(inst *ec2types.Instance, entries map[string]*catalogEntry, class *awsv1.EC2NodeClass) *karpv1.NodeClaim {
 	tags := map[string]string{}
 	for _, t := range inst.Tags {
 		tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
@@ -162,7 +162,7 @@ func (p *Provider) toNodeClaim(inst *ec2types.Instance, entries map[string]*cata
 		if class == nil {
 			class = &awsv1.EC2NodeClass{}
 		}
-		it := newInstanceType(e, class, nil, &priceBook{}, settings)
+		it := newInstanceType(e, class, nil, &priceBook{}, p.overheadSettings())
 		for k, v := range it.Labels {
 			nc.Labels[k] = v
 		}

@@ -29,22 +29,13 @@ const maxOverrides = 150
 // Create launches one instance for the NodeClaim: spot when the NodeClaim allows it and a
 // spot offering exists, on-demand otherwise or when no spot capacity is left.
 func (p *Provider) Create(ctx context.Context, nodeClaim *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
-	class, err := p.nodeClass(ctx, nodeClaim.Spec.NodeClassRef)
+	lc, err := p.launchContext(ctx, nodeClaim.Spec.NodeClassRef)
 	if err != nil {
 		return nil, err
 	}
-	resolved, err := p.resolved(ctx, class)
-	if err != nil {
-		return nil, err
-	}
-	entries, prices, err := p.catalogAndPrices(ctx)
-	if err != nil {
-		return nil, err
-	}
-	settings := overheadSettings{vmMemoryOverheadPercent: p.opts.VMMemoryOverheadPercent, reservedENIs: int64(p.opts.ReservedENIs)}
-	candidates := p.candidates(nodeClaim, class, resolved, entries, prices, settings)
+	candidates := allowedOfferings(nodeClaim, lc.types)
 	if len(candidates) == 0 {
-		return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("no offering of EC2NodeClass %q satisfies the NodeClaim's requirements", class.Name))
+		return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("no offering of EC2NodeClass %q satisfies the NodeClaim's requirements", lc.class.Name))
 	}
 	var failures []string
 	for _, capacityType := range []string{karpv1.CapacityTypeSpot, karpv1.CapacityTypeOnDemand} {
@@ -57,12 +48,12 @@ func (p *Provider) Create(ctx context.Context, nodeClaim *karpv1.NodeClaim) (*ka
 		if len(chosen) == 0 {
 			continue
 		}
-		instanceID, errs, err := p.createFleet(ctx, nodeClaim, class, resolved, capacityType, chosen)
+		instanceID, errs, err := p.createFleet(ctx, nodeClaim, lc.class, lc.resolved, capacityType, chosen)
 		if err != nil {
 			return nil, err
 		}
 		if instanceID != "" {
-			return p.launched(ctx, nodeClaim, instanceID, entries, class, settings)
+			return p.launched(ctx, instanceID, lc)
 		}
 		failures = append(failures, errs...)
 	}
@@ -71,19 +62,14 @@ func (p *Provider) Create(ctx context.Context, nodeClaim *karpv1.NodeClaim) (*ka
 
 // candidate is an offering the NodeClaim allows.
 type candidate struct {
-	entry    *catalogEntry
 	it       *cloudprovider.InstanceType
 	offering cloudprovider.Offering
 }
 
-func (p *Provider) candidates(nodeClaim *karpv1.NodeClaim, class *awsv1.EC2NodeClass, resolved *resolvedClass, entries map[string]*catalogEntry, prices *priceBook, settings overheadSettings) []candidate {
-	zones := resolved.zones()
+// allowedOfferings returns the offerings the NodeClaim's requirements allow, cheapest first.
+func allowedOfferings(nodeClaim *karpv1.NodeClaim, types []*cloudprovider.InstanceType) []candidate {
 	var out []candidate
-	for _, e := range entries {
-		it := newInstanceType(e, class, zones, prices, settings)
-		if _, ok := resolved.amis[it.Labels[corev1.LabelArchStable]]; !ok {
-			continue
-		}
+	for _, it := range types {
 		for _, o := range it.Offerings {
 			labels := make(map[string]string, len(nodeClaim.Labels)+len(it.Labels)+2)
 			for k, v := range nodeClaim.Labels {
@@ -95,7 +81,7 @@ func (p *Provider) candidates(nodeClaim *karpv1.NodeClaim, class *awsv1.EC2NodeC
 			labels[corev1.LabelTopologyZone] = o.Zone
 			labels[karpv1.CapacityTypeLabelKey] = o.CapacityType
 			if requirements.Matches(nodeClaim.Spec.Requirements, labels) {
-				out = append(out, candidate{entry: e, it: it, offering: o})
+				out = append(out, candidate{it: it, offering: o})
 			}
 		}
 	}
@@ -369,7 +355,7 @@ func isAPIError(err error, code string) bool {
 
 // launched describes the new instance and returns the NodeClaim as launched. EC2 is
 // eventually consistent: a just-created instance may briefly be unknown to Describe.
-func (p *Provider) launched(ctx context.Context, nodeClaim *karpv1.NodeClaim, instanceID string, entries map[string]*catalogEntry, class *awsv1.EC2NodeClass, settings overheadSettings) (*karpv1.NodeClaim, error) {
+func (p *Provider) launched(ctx context.Context, instanceID string, lc *launchContext) (*karpv1.NodeClaim, error) {
 	var inst *ec2types.Instance
 	var err error
 	for attempt := 0; attempt < 10; attempt++ {
@@ -386,5 +372,5 @@ func (p *Provider) launched(ctx context.Context, nodeClaim *karpv1.NodeClaim, in
 	if err != nil {
 		return nil, fmt.Errorf("describing launched instance %s: %w", instanceID, err)
 	}
-	return p.toNodeClaim(inst, entries, class, settings), nil
+	return p.toNodeClaim(inst, lc.entries, lc.class), nil
 }

@@ -38,8 +38,9 @@ generate: ## Regenerate CRDs, deepcopy, plugin-args code and gRPC code.
 	hack/update-proto.sh
 
 .PHONY: verify
-verify: ## Fail when generated code is stale or code is not gofmt'ed.
+verify: ## Fail when generated code is stale, code is not gofmt'ed or go vet complains.
 	hack/verify-gofmt.sh
+	go vet ./...
 	hack/verify-crds.sh
 	hack/verify-codegen.sh
 	hack/verify-proto.sh

@@ -55,7 +55,10 @@ func (p *Provider) resolveClass(ctx context.Context, class *awsv1.EC2NodeClass) 
 	if err != nil {
 		return nil, fmt.Errorf("resolving securityGroupSelectorTerms: %w", err)
 	}
-	family := amiFamily(class)
+	family, err := amiFamily(class)
+	if err != nil {
+		return nil, err
+	}
 	amis, err := p.resolveAMIs(ctx, class.Spec.AMISelectorTerms)
 	if err != nil {
 		return nil, fmt.Errorf("resolving amiSelectorTerms: %w", err)
@@ -63,24 +66,33 @@ func (p *Provider) resolveClass(ctx context.Context, class *awsv1.EC2NodeClass) 
 	return &resolvedClass{family: family, subnets: subnets, securityGroups: groups, amis: amis}, nil
 }
 
-// amiFamily is the node class's amiFamily, or the family of its alias.
-func amiFamily(class *awsv1.EC2NodeClass) string {
-	if class.Spec.AMIFamily != nil {
-		return *class.Spec.AMIFamily
-	}
+// amiFamily is the node class's amiFamily, or the family of its alias. An amiFamily that
+// contradicts the alias is refused (Custom may go with any alias).
+func amiFamily(class *awsv1.EC2NodeClass) (string, error) {
+	aliasFamily := ""
 	for _, t := range class.Spec.AMISelectorTerms {
-		if t.Alias != "" {
-			switch strings.SplitN(t.Alias, "@", 2)[0] {
-			case "al2023":
-				return familyAL2023
-			case "al2":
-				return familyAL2
-			case "bottlerocket":
-				return familyBottlerocket
-			}
+		if t.Alias == "" {
+			continue
+		}
+		switch strings.SplitN(t.Alias, "@", 2)[0] {
+		case "al2023":
+			aliasFamily = familyAL2023
+		case "al2":
+			aliasFamily = familyAL2
+		case "bottlerocket":
+			aliasFamily = familyBottlerocket
 		}
 	}
-	return familyCustom
+	if class.Spec.AMIFamily == nil {
+		if aliasFamily == "" {
+			return familyCustom, nil
+		}
+		return aliasFamily, nil
+	}
+	if set := *class.Spec.AMIFamily; aliasFamily != "" && set != familyCustom && set != aliasFamily {
+		return "", fmt.Errorf("spec.amiFamily %s contradicts the alias of amiSelectorTerms (%s): remove amiFamily or set it to %s or Custom", set, aliasFamily, aliasFamily)
+	}
+	return *class.Spec.AMIFamily, nil
 }
 
 func tagFilters(tags map[string]string) []ec2types.Filter {

@@ -1,0 +1,49 @@
+package aws
+
+import (
+	"testing"
+
+	"k8s.io/utils/ptr"
+
+	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
+)
+
+func TestAMIFamily(t *testing.T) {
+	tests := []struct {
+		name    string
+		family  *string
+		alias   string
+		want    string
+		wantErr string
+	}{
+		{name: "inferred from the alias", alias: "al2023@latest", want: "AL2023"},
+		{name: "bottlerocket alias", alias: "bottlerocket@latest", want: "Bottlerocket"},
+		{name: "set and consistent", family: ptr.To("AL2"), alias: "al2@latest", want: "AL2"},
+		{name: "Custom goes with any alias", family: ptr.To("Custom"), alias: "al2023@latest", want: "Custom"},
+		{name: "set without an alias", family: ptr.To("Bottlerocket"), want: "Bottlerocket"},
+		{
+			name: "contradicting the alias is refused", family: ptr.To("AL2"), alias: "al2023@latest",
+			wantErr: "spec.amiFamily AL2 contradicts the alias of amiSelectorTerms (AL2023): remove amiFamily or set it to AL2023 or Custom",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			class := &awsv1.EC2NodeClass{Spec: awsv1.EC2NodeClassSpec{AMIFamily: tt.family}}
+			if tt.alias != "" {
+				class.Spec.AMISelectorTerms = []awsv1.AMISelectorTerm{{Alias: tt.alias}}
+			} else {
+				class.Spec.AMISelectorTerms = []awsv1.AMISelectorTerm{{ID: "ami-123"}}
+			}
+			got, err := amiFamily(class)
+			if tt.wantErr != "" {
+				if err == nil || err.Error() != tt.wantErr {
+					t.Fatalf("amiFamily() error = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Errorf("amiFamily() = %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+}

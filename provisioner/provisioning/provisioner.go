@@ -154,6 +154,18 @@ func (p *Provisioner) Pending() int {
 	return len(p.pending)
 }
 
+// requeueUnplanned puts back submissions that got no plan, unless newer ones replaced them.
+func (p *Provisioner) requeueUnplanned(subs []Submission) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range subs {
+		if _, newer := p.pending[s.Pod.UID]; !newer && !p.tracker.Planned(s.Pod.UID) {
+			p.pending[s.Pod.UID] = s
+		}
+	}
+	p.batch.Trigger()
+}
+
 // takePending empties the queue.
 func (p *Provisioner) takePending() []Submission {
 	p.mu.Lock()
@@ -174,12 +186,18 @@ func (p *Provisioner) takePending() []Submission {
 
 // Provision plans the pending pods and creates what the plan needs. Pods that cannot be
 // planned get an event; like planned pods they leave the queue, and come back when the
-// scheduler tries them again.
-func (p *Provisioner) Provision(ctx context.Context) error {
+// scheduler tries them again. When provisioning fails, pods left without a plan go back
+// into the queue for the next batch.
+func (p *Provisioner) Provision(ctx context.Context) (err error) {
 	subs := p.takePending()
 	if len(subs) == 0 {
 		return nil
 	}
+	defer func() {
+		if err != nil {
+			p.requeueUnplanned(subs)
+		}
+	}()
 	groups := map[string][]Submission{}
 	var order []string
 	for _, s := range subs {

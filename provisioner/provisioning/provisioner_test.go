@@ -257,3 +257,22 @@ func TestProvisionCountsExistingNodeClaimsAgainstLimits(t *testing.T) {
 		t.Errorf("events %q, want one about the limits", events)
 	}
 }
+
+type failingInstanceTypes struct{}
+
+func (failingInstanceTypes) InstanceTypes(context.Context, *karpv1.NodePool) ([]*cloudprovider.InstanceType, error) {
+	return nil, errors.New("EC2 is unreachable")
+}
+
+func TestProvisionRequeuesPodsWhenItFails(t *testing.T) {
+	f := newFixture(t, fakeInstanceTypes{}, pool("general"))
+	f.prov.instanceTypes = failingInstanceTypes{}
+	a := f.pod(t, "a", "1")
+	f.prov.Submit([]Submission{{Pod: a}})
+	if err := f.prov.Provision(context.Background()); err == nil || !strings.Contains(err.Error(), "EC2 is unreachable") {
+		t.Fatalf("Provision() error = %v, want the provider's error", err)
+	}
+	if n := f.prov.Pending(); n != 1 {
+		t.Errorf("%d pods pending after a failed batch, want the pod back in the queue", n)
+	}
+}

@@ -253,6 +253,8 @@ func (s *Stack) startAPIServer(ctx context.Context) error {
 		"--service-cluster-ip-range", "10.0.0.0/24",
 		"--allow-privileged",
 		"--profiling=false",
+		// A loopback address cannot back the kubernetes Service's endpoints.
+		"--endpoint-reconciler-type", "none",
 	})
 	if err != nil {
 		return err
@@ -438,6 +440,8 @@ func (s *Stack) startScheduler(ctx context.Context) error {
 	err := s.run(Scheduler, s.opts.bin("tailor-scheduler"), []string{
 		"--config", cfgPath,
 		"--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc,
+		// The local API server runs no front proxy, so there is no request-header CA to read.
+		"--authentication-skip-lookup",
 		"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port),
 		"-v", "2",
 	})

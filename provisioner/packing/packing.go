@@ -153,6 +153,8 @@ type solver struct {
 // offer is an offering of an instance type in a NodePool, with the labels a node launched
 // from it would have.
 type offer struct {
+	// index is the offer's position in its pool's offers.
+	index       int
 	it          *cloudprovider.InstanceType
 	offering    cloudprovider.Offering
 	labels      map[string]string
@@ -244,7 +246,7 @@ func newPool(np NodePool) *pool {
 			if !requirements.Matches(tmpl.Spec.Requirements, labels) {
 				continue
 			}
-			p.offers = append(p.offers, &offer{it: it, offering: o, labels: labels, allocatable: alloc, capacity: capacity})
+			p.offers = append(p.offers, &offer{index: len(p.offers), it: it, offering: o, labels: labels, allocatable: alloc, capacity: capacity})
 		}
 	}
 	return p
@@ -350,7 +352,7 @@ func (b *bin) tryAdd(pod *corev1.Pod, need amounts, compatible []bool) bool {
 	total := b.requests.plus(need)
 	var kept []*offer
 	for _, o := range b.candidates {
-		if compatibleOffer(b.pool, compatible, o) && total.fitsIn(o.allocatable) {
+		if compatible[o.index] && total.fitsIn(o.allocatable) {
 			kept = append(kept, o)
 		}
 	}
@@ -360,11 +362,6 @@ func (b *bin) tryAdd(pod *corev1.Pod, need amounts, compatible []bool) bool {
 	b.candidates, b.requests = kept, total
 	b.pods = append(b.pods, pod)
 	return true
-}
-
-func compatibleOffer(p *pool, compatible []bool, o *offer) bool {
-	i := slices.Index(p.offers, o)
-	return i >= 0 && compatible[i]
 }
 
 // finalize turns the bin into a NodeClaim, keeping only instance types the NodePool's

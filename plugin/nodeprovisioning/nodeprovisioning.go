@@ -94,26 +94,36 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 // PostFilter nominates the pod to its planned node, or hands it to the provisioner.
 func (pl *NodeProvisioning) PostFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, m framework.NodeToStatusReader) (*framework.PostFilterResult, *fwk.Status) {
 	logger := klog.FromContext(ctx)
-	nodes, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
-	if err != nil {
-		return nil, fwk.AsStatus(fmt.Errorf("listing nodes: %w", err))
-	}
 	if n, ok := pl.provisioner.Nomination(pod.UID); ok {
-		if !staleNomination(n.NodeName, nodes, m) {
+		if !pl.staleNomination(n.NodeName, m) {
 			logger.V(4).Info("Nominating pod to its planned node", "pod", klog.KObj(pod), "node", n.NodeName, "nodeClaim", n.NodeClaim)
 			return framework.NewPostFilterResultWithNominatedNode(n.NodeName),
 				fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: waiting for node %s of NodeClaim %s", Name, n.NodeName, n.NodeClaim))
 		}
 		pl.provisioner.Forget(pod.UID)
-		rejected := rejections(nodes, m)
-		pl.provisioner.Submit(pod, rejected, summary(len(nodes), rejected), n.NodeName)
+		if status := pl.submit(pod, m, n.NodeName); status != nil {
+			return nil, status
+		}
 		logger.V(2).Info("Planned node rejected the pod; provisioning again", "pod", klog.KObj(pod), "node", n.NodeName)
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: node %s of NodeClaim %s cannot take the pod; provisioning again", Name, n.NodeName, n.NodeClaim))
 	}
-	rejected := rejections(nodes, m)
-	pl.provisioner.Submit(pod, rejected, summary(len(nodes), rejected), "")
+	if status := pl.submit(pod, m, ""); status != nil {
+		return nil, status
+	}
 	logger.V(4).Info("Handed pod to the provisioner", "pod", klog.KObj(pod))
 	return nil, fwk.NewStatus(fwk.Unschedulable, Name+": waiting for the provisioner to plan a node")
+}
+
+// submit hands the pod over with the filter results of every node; it returns a status
+// only when the nodes cannot be listed.
+func (pl *NodeProvisioning) submit(pod *v1.Pod, m framework.NodeToStatusReader, staleNode string) *fwk.Status {
+	nodes, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return fwk.AsStatus(fmt.Errorf("listing nodes: %w", err))
+	}
+	rejected := rejections(nodes, m)
+	pl.provisioner.Submit(pod, rejected, summary(len(nodes), rejected), staleNode)
+	return nil
 }
 
 // activate moves pods whose plan changed back into the scheduling queue, so the next
@@ -174,13 +184,12 @@ func (pl *NodeProvisioning) forgetBoundPods() error {
 
 // staleNomination reports whether the planned node exists, is initialized and still
 // rejected the pod: then it will never take it.
-func staleNomination(nodeName string, nodes []fwk.NodeInfo, m framework.NodeToStatusReader) bool {
-	for _, n := range nodes {
-		if node := n.Node(); node.Name == nodeName {
-			return node.Labels[initializedLabel] == "true" && m.Get(nodeName).IsRejected()
-		}
+func (pl *NodeProvisioning) staleNomination(nodeName string, m framework.NodeToStatusReader) bool {
+	info, err := pl.handle.SnapshotSharedLister().NodeInfos().Get(nodeName)
+	if err != nil {
+		return false
 	}
-	return false
+	return info.Node().Labels[initializedLabel] == "true" && m.Get(nodeName).IsRejected()
 }
 
 // rejections groups the filter results by plugin and reason, with the nodes behind each.

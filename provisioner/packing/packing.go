@@ -1,6 +1,3 @@
-// Package packing decides what capacity to launch for pending pods: which pods go onto
-// NodeClaims already in flight and which new NodeClaims (NodePool, instance types, zones,
-// capacity types) to create. It is pure: it reads its input and needs no API server.
 package packing
 
 import (
@@ -16,89 +13,6 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/provisioner/requirements"
 )
-
-// MaxInstanceTypes caps the instance types a NodeClaim allows, cheapest first: enough
-// choice for the fleet to find capacity, few enough to keep launch requests small.
-const MaxInstanceTypes = 60
-
-// NodePool is a NodePool with what the planner knows about it.
-type NodePool struct {
-	NodePool *karpv1.NodePool
-	// InstanceTypes the NodePool's node class can launch.
-	InstanceTypes []*cloudprovider.InstanceType
-	// Remaining is how much of each limited resource may still be launched. Resources it does
-	// not list are unlimited; nil means the NodePool has no limits.
-	Remaining corev1.ResourceList
-}
-
-// InFlight is a NodeClaim whose node has not taken all the pods it could yet: launched or
-// launching, possibly not registered.
-type InFlight struct {
-	NodeClaim *karpv1.NodeClaim
-	// Labels the node will have.
-	Labels map[string]string
-	// Taints the node will have (startup taints excluded).
-	Taints []corev1.Taint
-	// Allocatable of the node.
-	Allocatable corev1.ResourceList
-	// Used is the sum of the requests of the pods already planned onto it.
-	Used corev1.ResourceList
-}
-
-// Input is what one planning round works on.
-type Input struct {
-	// Pods to place.
-	Pods []*corev1.Pod
-	// NodePools to launch from.
-	NodePools []NodePool
-	// InFlight NodeClaims that may take pods before new capacity is launched.
-	InFlight []InFlight
-}
-
-// Plan is the outcome of a planning round.
-type Plan struct {
-	// NewNodeClaims to create.
-	NewNodeClaims []NewNodeClaim
-	// InFlight placements: pods added to NodeClaims already in flight.
-	InFlight []Placement
-	// Unschedulable pods, with the reason per NodePool.
-	Unschedulable []Unschedulable
-}
-
-// NewNodeClaim is a NodeClaim to create and the pods planned onto it.
-type NewNodeClaim struct {
-	NodePool *karpv1.NodePool
-	Pods     []*corev1.Pod
-	// Requests is the sum of the pods' requests (one pod slot each included).
-	Requests corev1.ResourceList
-	// InstanceTypes that can take all the pods, cheapest first, at most MaxInstanceTypes.
-	InstanceTypes []*cloudprovider.InstanceType
-	// Requirements of the NodeClaim: the NodePool's plus the instance types, zones and
-	// capacity types that remain.
-	Requirements []karpv1.NodeSelectorRequirementWithMinValues
-	// Cheapest is the offering the plan expects to be launched, and its price.
-	Cheapest Choice
-}
-
-// Choice is one offering of one instance type.
-type Choice struct {
-	InstanceType string
-	Zone         string
-	CapacityType string
-	Price        float64
-}
-
-// Placement is a set of pods planned onto an existing NodeClaim.
-type Placement struct {
-	NodeClaim *karpv1.NodeClaim
-	Pods      []*corev1.Pod
-}
-
-// Unschedulable is a pod no NodePool can take, and why.
-type Unschedulable struct {
-	Pod    *corev1.Pod
-	Reason string
-}
 
 // Solve plans the pods of in.
 func Solve(in Input) Plan {
@@ -122,7 +36,7 @@ func Solve(in Input) Plan {
 	}
 	for _, f := range s.inFlight {
 		if len(f.added) > 0 {
-			plan.InFlight = append(plan.InFlight, Placement{NodeClaim: f.NodeClaim, Pods: f.added})
+			plan.Existing = append(plan.Existing, Placement{Node: f.source, Pods: f.added})
 		}
 	}
 	for _, b := range s.bins {
@@ -172,7 +86,7 @@ type pool struct {
 }
 
 type inFlight struct {
-	InFlight
+	source    *Node
 	node      *corev1.Node
 	available amounts
 	added     []*corev1.Pod
@@ -197,11 +111,19 @@ func newSolver(in Input) *solver {
 	for _, np := range pools {
 		s.pools = append(s.pools, newPool(np))
 	}
-	for _, f := range in.InFlight {
+	for i := range in.Nodes {
+		n := &in.Nodes[i]
+		if !n.Schedulable {
+			continue
+		}
+		used := amounts{}
+		for _, p := range n.Pods {
+			used = used.plus(podAmounts(p))
+		}
 		s.inFlight = append(s.inFlight, &inFlight{
-			InFlight:  f,
-			node:      nodeWith(f.Labels, f.Taints),
-			available: subtract(toAmounts(f.Allocatable), toAmounts(f.Used)),
+			source:    n,
+			node:      n.Node,
+			available: subtract(toAmounts(n.Node.Status.Allocatable), used),
 		})
 	}
 	return s
@@ -265,7 +187,7 @@ func (s *solver) requests(pod *corev1.Pod) amounts {
 func (s *solver) placeInFlight(pod *corev1.Pod) bool {
 	need := s.requests(pod)
 	for _, f := range s.inFlight {
-		if !need.fitsIn(f.available) || !tolerates(pod, f.Taints) || !matchesNode(pod, f.node) {
+		if !need.fitsIn(f.available) || !tolerates(pod, f.node.Spec.Taints) || !matchesNode(pod, f.node) {
 			continue
 		}
 		f.available = subtract(f.available, need)

@@ -100,7 +100,7 @@ func pods(prefix string, n int, cpu, mem string, mutate ...func(*corev1.Pod)) []
 // and pod names; per unschedulable pod, its reason.
 type summary struct {
 	NodeClaims    []claimSummary
-	InFlight      map[string][]string
+	Existing      map[string][]string
 	Unschedulable map[string]string
 }
 
@@ -115,12 +115,12 @@ func summarize(p Plan) summary {
 	for _, c := range p.NewNodeClaims {
 		s.NodeClaims = append(s.NodeClaims, claimSummary{NodePool: c.NodePool.Name, Cheapest: c.Cheapest, Pods: len(c.Pods)})
 	}
-	for _, f := range p.InFlight {
-		if s.InFlight == nil {
-			s.InFlight = map[string][]string{}
+	for _, f := range p.Existing {
+		if s.Existing == nil {
+			s.Existing = map[string][]string{}
 		}
 		for _, pod := range f.Pods {
-			s.InFlight[f.NodeClaim.Name] = append(s.InFlight[f.NodeClaim.Name], pod.Name)
+			s.Existing[f.Node.Node.Name] = append(s.Existing[f.Node.Node.Name], pod.Name)
 		}
 	}
 	for _, u := range p.Unschedulable {
@@ -221,17 +221,20 @@ func TestSolve(t *testing.T) {
 			input: Input{
 				Pods:      pods("web", 3, "1", "1Gi"),
 				NodePools: []NodePool{{NodePool: nodePool("general"), InstanceTypes: catalog()}},
-				InFlight: []InFlight{{
-					NodeClaim: &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "general-abc"}},
-					Labels:    map[string]string{karpv1.NodePoolLabelKey: "general"},
-					Allocatable: corev1.ResourceList{
-						corev1.ResourceCPU: resource.MustParse("3"), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("10"),
+				Nodes: []Node{{
+					Node: &corev1.Node{
+						ObjectMeta: metav1.ObjectMeta{Name: "general-abc", Labels: map[string]string{karpv1.NodePoolLabelKey: "general"}},
+						Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
+							corev1.ResourceCPU: resource.MustParse("3"), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("10"),
+						}},
 					},
-					Used: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourcePods: resource.MustParse("1")},
+					NodeClaim:   &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "general-abc"}},
+					Pods:        []*corev1.Pod{pod("running", "1", "0")},
+					Schedulable: true,
 				}},
 			},
 			want: summary{
-				InFlight: map[string][]string{"general-abc": {"web-0", "web-1"}},
+				Existing: map[string][]string{"general-abc": {"web-0", "web-1"}},
 				NodeClaims: []claimSummary{
 					{NodePool: "general", Cheapest: Choice{InstanceType: "small", Zone: "zone-a", CapacityType: "on-demand", Price: 0.10}, Pods: 1},
 				},

@@ -15,12 +15,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
-	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -238,7 +236,7 @@ func (p *Provisioner) provisionGroup(ctx context.Context, subs []Submission) err
 		schedulerMessage[s.Pod.UID] = s.SchedulerMessage
 	}
 	plan := packing.Solve(input)
-	for _, placement := range plan.InFlight {
+	for _, placement := range plan.Existing {
 		if err := p.addToInFlight(ctx, placement); err != nil {
 			return err
 		}
@@ -308,7 +306,7 @@ func (p *Provisioner) input(ctx context.Context, sel NodePoolSelector) (packing.
 	}
 	for i := range claims.Items {
 		if f, ok := p.inFlight(ctx, &claims.Items[i], sel, pools.Items); ok {
-			in.InFlight = append(in.InFlight, f)
+			in.Nodes = append(in.Nodes, f)
 		}
 	}
 	return in, notReady, nil
@@ -344,9 +342,9 @@ func remaining(np *karpv1.NodePool, claims []karpv1.NodeClaim) corev1.ResourceLi
 
 // inFlight describes a launched, not yet initialized NodeClaim the selector allows, with the
 // room its planned pods leave.
-func (p *Provisioner) inFlight(ctx context.Context, nc *karpv1.NodeClaim, sel NodePoolSelector, pools []karpv1.NodePool) (packing.InFlight, bool) {
+func (p *Provisioner) inFlight(ctx context.Context, nc *karpv1.NodeClaim, sel NodePoolSelector, pools []karpv1.NodePool) (packing.Node, bool) {
 	if nc.DeletionTimestamp != nil || nc.Status.ProviderID == "" || len(nc.Status.Allocatable) == 0 || isTrue(nc, karpv1.ConditionTypeInitialized) {
-		return packing.InFlight{}, false
+		return packing.Node{}, false
 	}
 	allowed := false
 	for i := range pools {
@@ -355,28 +353,33 @@ func (p *Provisioner) inFlight(ctx context.Context, nc *karpv1.NodeClaim, sel No
 		}
 	}
 	if !allowed {
-		return packing.InFlight{}, false
+		return packing.Node{}, false
 	}
-	used := corev1.ResourceList{}
+	var pods []*corev1.Pod
 	for _, ref := range p.tracker.PodsOf(nc.Name) {
 		pod := &corev1.Pod{}
 		if err := p.kube.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, pod); err != nil || pod.Spec.NodeName != "" {
 			continue
 		}
-		addRequests(used, pod)
+		pods = append(pods, pod)
 	}
 	if nc.Status.NodeName != "" {
 		bound := &corev1.PodList{}
 		if err := p.kube.List(ctx, bound, client.MatchingFields{PodNodeNameIndex: nc.Status.NodeName}); err != nil {
-			return packing.InFlight{}, false
+			return packing.Node{}, false
 		}
 		for i := range bound.Items {
 			if pod := &bound.Items[i]; pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
-				addRequests(used, pod)
+				pods = append(pods, pod)
 			}
 		}
 	}
-	return packing.InFlight{NodeClaim: nc, Labels: nc.Labels, Taints: nc.Spec.Taints, Allocatable: nc.Status.Allocatable, Used: used}, true
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: nc.Name, Labels: nc.Labels},
+		Spec:       corev1.NodeSpec{Taints: nc.Spec.Taints},
+		Status:     corev1.NodeStatus{Allocatable: nc.Status.Allocatable},
+	}
+	return packing.Node{Node: node, NodeClaim: nc, Pods: pods, Schedulable: true}, true
 }
 
 func isTrue(nc *karpv1.NodeClaim, condition string) bool {
@@ -443,8 +446,8 @@ func (p *Provisioner) createNodeClaim(ctx context.Context, planned *packing.NewN
 // addToInFlight records more pods on an in-flight NodeClaim and nominates them.
 func (p *Provisioner) addToInFlight(ctx context.Context, placement packing.Placement) error {
 	nc := &karpv1.NodeClaim{}
-	if err := p.kube.Get(ctx, client.ObjectKeyFromObject(placement.NodeClaim), nc); err != nil {
-		return fmt.Errorf("getting NodeClaim %s: %w", placement.NodeClaim.Name, err)
+	if err := p.kube.Get(ctx, client.ObjectKeyFromObject(placement.Node.NodeClaim), nc); err != nil {
+		return fmt.Errorf("getting NodeClaim %s: %w", placement.Node.NodeClaim.Name, err)
 	}
 	existing, err := nomination.DecodePods(nc.Annotations[nomination.PlannedPodsAnnotationKey])
 	if err != nil {
@@ -473,18 +476,6 @@ func podRefs(pods []*corev1.Pod) []nomination.Pod {
 		out[i] = nomination.Pod{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}
 	}
 	return out
-}
-
-// addRequests adds what the pod takes from a node: its effective requests and a pod slot.
-func addRequests(into corev1.ResourceList, pod *corev1.Pod) {
-	for k, v := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}) {
-		q := into[k]
-		q.Add(v)
-		into[k] = q
-	}
-	q := into[corev1.ResourcePods]
-	q.Add(*resource.NewQuantity(1, resource.DecimalSI))
-	into[corev1.ResourcePods] = q
 }
 
 // TemplateHash identifies a NodePool's NodeClaim template, so drift can be detected later.

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tailor-autoscaler/tailor/test/fixtures/catalog"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/catalog"
 )
 
 // maxFleetCapacity bounds the instances one CreateFleet call may launch.

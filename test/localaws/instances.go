@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tailor-autoscaler/tailor/test/fixtures/catalog"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/catalog"
 )
 
 // Instance states and their EC2 codes.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tailor-autoscaler/tailor/test/fixtures/catalog"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/catalog"
 )
 
 // Catalog values as EC2 spells them on the wire.

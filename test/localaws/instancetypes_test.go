@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tailor-autoscaler/tailor/test/fixtures/catalog"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/catalog"
 )
 
 // typeSummary is the part of an InstanceTypeInfo the tests check.
@@ -181,7 +181,7 @@ func TestDescribeInstanceTypesDescribesCatalogTypes(t *testing.T) {
 
 func TestDescribeInstanceTypesPaginatesTheWholeCatalog(t *testing.T) {
 	h := newHarness(t, Options{})
-	cat, err := catalog.Load()
+	cat, err := catalog.Embedded()
 	require.NoError(t, err)
 	var want []string
 	for _, it := range cat.InstanceTypes {
@@ -329,7 +329,7 @@ func TestDescribeInstanceTypeOfferings(t *testing.T) {
 
 func TestDescribeInstanceTypeOfferingsPaginatesEveryZoneOffering(t *testing.T) {
 	h := newHarness(t, Options{})
-	cat, err := catalog.Load()
+	cat, err := catalog.Embedded()
 	require.NoError(t, err)
 	want := 0
 	for _, it := range cat.InstanceTypes {
@@ -356,7 +356,7 @@ func TestDescribeInstanceTypeOfferingsPaginatesEveryZoneOffering(t *testing.T) {
 
 func TestDescribeSpotPriceHistory(t *testing.T) {
 	h := newHarness(t, Options{})
-	cat, err := catalog.Load()
+	cat, err := catalog.Embedded()
 	require.NoError(t, err)
 	spotOfferings := 0
 	for _, it := range cat.InstanceTypes {

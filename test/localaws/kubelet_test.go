@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/tailor-autoscaler/tailor/test/fixtures/catalog"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/catalog"
 )
 
 // nodeSummary is the part of a Node the tests check.
@@ -66,7 +66,7 @@ func kubeletLabels(instanceType, arch string, extra map[string]string) map[strin
 }
 
 func TestBuildNode(t *testing.T) {
-	cat, err := catalog.Load()
+	cat, err := catalog.Embedded()
 	require.NoError(t, err)
 	types := map[string]*catalog.InstanceType{}
 	for i := range cat.InstanceTypes {

@@ -5,8 +5,9 @@
 // Every service is served by one http.Handler: EC2 Query requests are recognised by their form
 // field Action, AWS JSON 1.1 requests by their X-Amz-Target header, and /_admin/ holds a small
 // JSON API for tests and the demo. Instance types, zone offerings and prices come from the
-// embedded catalog in test/fixtures/catalog. When a Kubernetes client is given, running
-// instances register Nodes the way a kubelet and the cloud controller manager would.
+// catalog embedded in provisioner/cloudprovider/aws/catalog. When a Kubernetes client is
+// given, running instances register Nodes the way a kubelet and the cloud controller manager
+// would.
 package localaws
 
 import (
@@ -26,7 +27,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/tailor-autoscaler/tailor/test/fixtures/catalog"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/catalog"
 )
 
 const (
@@ -144,7 +145,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = klog.Background()
 	}
-	cat, err := catalog.Load()
+	cat, err := catalog.Embedded()
 	if err != nil {
 		return nil, fmt.Errorf("loading instance catalog: %w", err)
 	}

@@ -49,7 +49,7 @@ type Options struct {
 
 func (o *Options) defaults() {
 	if o.VMMemoryOverheadPercent == 0 {
-		o.VMMemoryOverheadPercent = 0.075
+		o.VMMemoryOverheadPercent = defaultVMMemoryOverheadPercent
 	}
 	if o.CatalogTTL == 0 {
 		o.CatalogTTL = 6 * time.Hour
@@ -76,9 +76,7 @@ func (o *Options) validate() error {
 	if o.KubernetesVersion == "" {
 		errs = append(errs, errors.New("kubernetes version is required"))
 	}
-	if o.VMMemoryOverheadPercent < 0 || o.VMMemoryOverheadPercent >= 1 {
-		errs = append(errs, fmt.Errorf("vm memory overhead percent %v must be in [0, 1)", o.VMMemoryOverheadPercent))
-	}
+	errs = append(errs, validateVMMemoryOverhead(o.VMMemoryOverheadPercent))
 	return errors.Join(errs...)
 }
 

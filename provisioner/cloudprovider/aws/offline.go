@@ -1,0 +1,204 @@
+package aws
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/catalog"
+)
+
+// defaultVMMemoryOverheadPercent is the share of an instance's memory the hypervisor and OS
+// keep when no other value is configured.
+const defaultVMMemoryOverheadPercent = 0.075
+
+// OfflineOptions configure instance types built from a catalog instead of from AWS. They
+// mean what the Options of the same name mean.
+type OfflineOptions struct {
+	// VMMemoryOverheadPercent of an instance's memory that the kubelet does not see; 0 means
+	// 0.075, as for the provider.
+	VMMemoryOverheadPercent float64
+	// ReservedENIs are network interfaces kept from pods.
+	ReservedENIs int
+}
+
+// CatalogInstanceTypes builds, without calling AWS, the instance types an EC2NodeClass can
+// launch according to a catalog: the labels, capacity, kubelet overhead and priced offerings
+// that Provider.InstanceTypes computes from EC2 for the same instance types. There are no
+// subnets offline, so every zone of the catalog counts, and no AMIs are resolved, so both
+// architectures count. Spot prices are the catalog's spot offerings; the on-demand price is
+// the type's onDemandPricePerHour (or its on-demand offering price when that is unset) in
+// every zone where the type has any offering, as with EC2's regional on-demand prices. The
+// result is sorted by name, offerings by zone and capacity type.
+func CatalogInstanceTypes(cat *catalog.Catalog, class *awsv1.EC2NodeClass, opts OfflineOptions) ([]*cloudprovider.InstanceType, error) {
+	if opts.VMMemoryOverheadPercent == 0 {
+		opts.VMMemoryOverheadPercent = defaultVMMemoryOverheadPercent
+	}
+	if err := errors.Join(validateVMMemoryOverhead(opts.VMMemoryOverheadPercent), validateReservedENIs(opts.ReservedENIs)); err != nil {
+		return nil, fmt.Errorf("configuring offline instance types: %w", err)
+	}
+	if _, err := amiFamily(class); err != nil {
+		return nil, fmt.Errorf("EC2NodeClass %q: %w", class.Name, err)
+	}
+	zones := make(map[string]bool, len(cat.Zones))
+	for _, z := range cat.Zones {
+		zones[z] = true
+	}
+	prices := &priceBook{onDemand: map[string]float64{}, spot: map[string]map[string]float64{}}
+	entries := make([]*catalogEntry, 0, len(cat.InstanceTypes))
+	for i := range cat.InstanceTypes {
+		t := &cat.InstanceTypes[i]
+		entries = append(entries, newCatalogEntry(t))
+		addCatalogPrices(prices, t)
+	}
+	settings := overheadSettings{vmMemoryOverheadPercent: opts.VMMemoryOverheadPercent, reservedENIs: int64(opts.ReservedENIs)}
+	out := make([]*cloudprovider.InstanceType, 0, len(entries))
+	for _, e := range entries {
+		it := newInstanceType(e, class, zones, prices, settings)
+		if len(it.Offerings) == 0 {
+			continue
+		}
+		slices.SortFunc(it.Offerings, func(a, b cloudprovider.Offering) int {
+			return cmp.Or(cmp.Compare(a.Zone, b.Zone), cmp.Compare(a.CapacityType, b.CapacityType))
+		})
+		out = append(out, it)
+	}
+	slices.SortFunc(out, func(a, b *cloudprovider.InstanceType) int { return cmp.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+func validateVMMemoryOverhead(percent float64) error {
+	if percent < 0 || percent >= 1 {
+		return fmt.Errorf("vm memory overhead percent %v must be in [0, 1)", percent)
+	}
+	return nil
+}
+
+func validateReservedENIs(n int) error {
+	if n < 0 {
+		return fmt.Errorf("reserved ENIs %d must not be negative", n)
+	}
+	return nil
+}
+
+// newCatalogEntry is what DescribeInstanceTypes and DescribeInstanceTypeOfferings say about a
+// catalog instance type: the zones where it has any offering.
+func newCatalogEntry(t *catalog.InstanceType) *catalogEntry {
+	e := &catalogEntry{info: instanceTypeInfo(t), zones: map[string]bool{}}
+	for _, o := range t.Offerings {
+		e.zones[o.Zone] = true
+	}
+	return e
+}
+
+// addCatalogPrices records the type's prices as the Pricing API and the spot price history
+// would report them.
+func addCatalogPrices(prices *priceBook, t *catalog.InstanceType) {
+	if t.OnDemandPricePerHour > 0 {
+		prices.onDemand[t.Name] = t.OnDemandPricePerHour
+	}
+	for _, o := range t.Offerings {
+		switch o.CapacityType {
+		case catalog.CapacityTypeSpot:
+			if prices.spot[t.Name] == nil {
+				prices.spot[t.Name] = map[string]float64{}
+			}
+			prices.spot[t.Name][o.Zone] = o.PricePerHour
+		case catalog.CapacityTypeOnDemand:
+			if _, ok := prices.onDemand[t.Name]; !ok {
+				prices.onDemand[t.Name] = o.PricePerHour
+			}
+		}
+	}
+}
+
+// instanceTypeInfo describes a catalog instance type the way DescribeInstanceTypes does, as
+// far as the catalog knows it. Accelerators made by AWS are Neuron devices (Inferentia,
+// Trainium); the catalog's other accelerators have no device plugin Tailor knows.
+func instanceTypeInfo(t *catalog.InstanceType) ec2types.InstanceTypeInfo {
+	arch := ec2types.ArchitectureTypeX8664
+	if t.Arch == catalog.ArchARM64 {
+		arch = ec2types.ArchitectureTypeArm64
+	}
+	card := ec2types.NetworkCardInfo{NetworkCardIndex: aws.Int32(0), MaximumNetworkInterfaces: aws.Int32(int32(t.MaxENIs))}
+	if t.NetworkBandwidthMbps > 0 {
+		card.BaselineBandwidthInGbps = aws.Float64(float64(t.NetworkBandwidthMbps) / 1000)
+		card.PeakBandwidthInGbps = card.BaselineBandwidthInGbps
+	}
+	info := ec2types.InstanceTypeInfo{
+		InstanceType:                  ec2types.InstanceType(t.Name),
+		BareMetal:                     aws.Bool(t.BareMetal),
+		BurstablePerformanceSupported: aws.Bool(t.Burstable),
+		Hypervisor:                    ec2types.InstanceTypeHypervisor(t.Hypervisor),
+		SupportedUsageClasses:         usageClasses(t),
+		SupportedVirtualizationTypes:  []ec2types.VirtualizationType{ec2types.VirtualizationTypeHvm},
+		ProcessorInfo:                 &ec2types.ProcessorInfo{SupportedArchitectures: []ec2types.ArchitectureType{arch}},
+		VCpuInfo:                      &ec2types.VCpuInfo{DefaultVCpus: aws.Int32(int32(t.VCPU))},
+		MemoryInfo:                    &ec2types.MemoryInfo{SizeInMiB: aws.Int64(t.MemoryMiB)},
+		InstanceStorageSupported:      aws.Bool(t.LocalNVMeGiB != nil),
+		NetworkInfo: &ec2types.NetworkInfo{
+			MaximumNetworkInterfaces:     aws.Int32(int32(t.MaxENIs)),
+			MaximumNetworkCards:          aws.Int32(1),
+			DefaultNetworkCardIndex:      aws.Int32(0),
+			Ipv4AddressesPerInterface:    aws.Int32(int32(t.IPv4PerENI)),
+			EncryptionInTransitSupported: aws.Bool(t.EncryptionInTransit),
+			NetworkCards:                 []ec2types.NetworkCardInfo{card},
+		},
+	}
+	if t.CPUManufacturer != "" {
+		info.ProcessorInfo.Manufacturer = aws.String(t.CPUManufacturer)
+	}
+	if t.EBSBandwidthMbps > 0 {
+		info.EbsInfo = &ec2types.EbsInfo{EbsOptimizedInfo: &ec2types.EbsOptimizedInfo{
+			BaselineBandwidthInMbps: aws.Int32(int32(t.EBSBandwidthMbps)),
+			MaximumBandwidthInMbps:  aws.Int32(int32(t.EBSBandwidthMbps)),
+		}}
+	}
+	if t.LocalNVMeGiB != nil {
+		size := int64(*t.LocalNVMeGiB)
+		info.InstanceStorageInfo = &ec2types.InstanceStorageInfo{
+			TotalSizeInGB: aws.Int64(size),
+			Disks:         []ec2types.DiskInfo{{SizeInGB: aws.Int64(size), Count: aws.Int32(1), Type: ec2types.DiskTypeSsd}},
+			NvmeSupport:   ec2types.EphemeralNvmeSupportRequired,
+		}
+	}
+	if g := t.GPU; g != nil {
+		info.GpuInfo = &ec2types.GpuInfo{
+			Gpus: []ec2types.GpuDeviceInfo{{
+				Name:         aws.String(g.Name),
+				Manufacturer: aws.String(g.Manufacturer),
+				Count:        aws.Int32(int32(g.Count)),
+				MemoryInfo:   &ec2types.GpuDeviceMemoryInfo{SizeInMiB: aws.Int32(int32(g.MemoryMiB))},
+			}},
+			TotalGpuMemoryInMiB: aws.Int32(int32(int64(g.Count) * g.MemoryMiB)),
+		}
+	}
+	if a := t.Accelerator; a != nil && strings.EqualFold(a.Manufacturer, "aws") {
+		info.NeuronInfo = &ec2types.NeuronInfo{NeuronDevices: []ec2types.NeuronDeviceInfo{{Name: aws.String(a.Name), Count: aws.Int32(int32(a.Count))}}}
+	}
+	return info
+}
+
+// usageClasses are the capacity types the type is sold as in any zone, on-demand first.
+func usageClasses(t *catalog.InstanceType) []ec2types.UsageClassType {
+	var out []ec2types.UsageClassType
+	for _, c := range []struct {
+		capacityType string
+		usage        ec2types.UsageClassType
+	}{
+		{catalog.CapacityTypeOnDemand, ec2types.UsageClassTypeOnDemand},
+		{catalog.CapacityTypeSpot, ec2types.UsageClassTypeSpot},
+	} {
+		if slices.ContainsFunc(t.Offerings, func(o catalog.Offering) bool { return o.CapacityType == c.capacityType }) {
+			out = append(out, c.usage)
+		}
+	}
+	return out
+}

@@ -1,10 +1,14 @@
 // Command tailor-provisioner is Tailor's provisioner sidecar: it plans and launches capacity
 // for pods the tailor-scheduler cannot place, and owns the lifecycle of the nodes it launches.
+// `tailor-provisioner simulate` plans offline, from manifests and an EC2 catalog.
 package main
 
 import (
+	"context"
 	"flag"
+	"fmt"
 	"os"
+	"os/signal"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -12,9 +16,20 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/tailor-autoscaler/tailor/provisioner/operator"
+	"github.com/tailor-autoscaler/tailor/provisioner/simulate"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "simulate" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+		err := simulate.Run(ctx, os.Args[2:], os.Stdout, os.Stderr)
+		stop()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "tailor-provisioner simulate:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	opts := operator.Options{}
 	flag.StringVar(&opts.SocketPath, "socket", "/var/run/tailor/provisioner.sock", "Unix socket of the gRPC API the scheduler plugin uses.")
 	flag.DurationVar(&opts.BatchIdle, "batch-idle-duration", time.Second, "A provisioning batch closes after this long without new pods.")

@@ -65,13 +65,18 @@ func CatalogInstanceTypes(cat *catalog.Catalog, class *awsv1.EC2NodeClass, opts 
 		if len(it.Offerings) == 0 {
 			continue
 		}
-		slices.SortFunc(it.Offerings, func(a, b cloudprovider.Offering) int {
-			return cmp.Or(cmp.Compare(a.Zone, b.Zone), cmp.Compare(a.CapacityType, b.CapacityType))
-		})
+		sortOfferings(it.Offerings)
 		out = append(out, it)
 	}
 	slices.SortFunc(out, func(a, b *cloudprovider.InstanceType) int { return cmp.Compare(a.Name, b.Name) })
 	return out, nil
+}
+
+// sortOfferings orders offerings by zone, then capacity type.
+func sortOfferings(offerings []cloudprovider.Offering) {
+	slices.SortFunc(offerings, func(a, b cloudprovider.Offering) int {
+		return cmp.Or(cmp.Compare(a.Zone, b.Zone), cmp.Compare(a.CapacityType, b.CapacityType))
+	})
 }
 
 func validateVMMemoryOverhead(percent float64) error {

@@ -1,12 +1,10 @@
 package aws
 
 import (
-	"cmp"
 	"context"
-	"slices"
 	"testing"
 
-	gocmp "github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,14 +16,12 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/catalog"
 )
 
-var quantityEqual = gocmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })
+var quantityEqual = cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })
 
 func byName(its []*cloudprovider.InstanceType) map[string]*cloudprovider.InstanceType {
 	out := make(map[string]*cloudprovider.InstanceType, len(its))
 	for _, it := range its {
-		slices.SortFunc(it.Offerings, func(a, b cloudprovider.Offering) int {
-			return cmp.Or(cmp.Compare(a.Zone, b.Zone), cmp.Compare(a.CapacityType, b.CapacityType))
-		})
+		sortOfferings(it.Offerings)
 		out[it.Name] = it
 	}
 	return out
@@ -60,13 +56,13 @@ func TestCatalogInstanceTypesAgreeWithTheProviderThroughTheSDK(t *testing.T) {
 			if want[name] == nil {
 				t.Fatalf("the provider offers no %s", name)
 			}
-			if diff := gocmp.Diff(want[name], got[name], quantityEqual); diff != "" {
+			if diff := cmp.Diff(want[name], got[name], quantityEqual); diff != "" {
 				t.Errorf("CatalogInstanceTypes() differs from Provider.InstanceTypes() (-provider +catalog):\n%s", diff)
 			}
 		})
 	}
 	t.Run("every instance type", func(t *testing.T) {
-		if diff := gocmp.Diff(want, got, quantityEqual); diff != "" {
+		if diff := cmp.Diff(want, got, quantityEqual); diff != "" {
 			t.Errorf("CatalogInstanceTypes() differs from Provider.InstanceTypes() (-provider +catalog):\n%s", diff)
 		}
 	})
@@ -194,7 +190,7 @@ func TestCatalogInstanceTypesApplyOptionsAndTheNodeClass(t *testing.T) {
 				}
 				got = append(got, summary{Name: it.Name, Capacity: capacity, Offerings: it.Offerings})
 			}
-			if diff := gocmp.Diff(tt.want, got); diff != "" {
+			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("CatalogInstanceTypes() (-want +got):\n%s", diff)
 			}
 		})
@@ -237,7 +233,7 @@ func TestInstanceTypeInfoOfAccelerators(t *testing.T) {
 			for k := range tt.labels {
 				got[k] = labels[k]
 			}
-			if diff := gocmp.Diff(tt.labels, got); diff != "" {
+			if diff := cmp.Diff(tt.labels, got); diff != "" {
 				t.Errorf("labels (-want +got):\n%s", diff)
 			}
 			r, n := gpuResource(info)

@@ -87,6 +87,12 @@ func TestCatalogInstanceTypesApplyOptionsAndTheNodeClass(t *testing.T) {
 	contradicting := defaultClass()
 	contradicting.Spec.AMIFamily = ptr.To("AL2")
 
+	// On-demand in every zone with an offering, spot where the catalog sells it.
+	m5Offerings := []cloudprovider.Offering{
+		{Zone: "zone-a", CapacityType: karpv1.CapacityTypeOnDemand, Price: 0.096, Available: true},
+		{Zone: "zone-b", CapacityType: karpv1.CapacityTypeOnDemand, Price: 0.096, Available: true},
+		{Zone: "zone-b", CapacityType: karpv1.CapacityTypeSpot, Price: 0.04, Available: true},
+	}
 	type summary struct {
 		Name      string
 		Capacity  map[string]string
@@ -105,13 +111,9 @@ func TestCatalogInstanceTypesApplyOptionsAndTheNodeClass(t *testing.T) {
 			// 8192Mi less 7.5%; 3 ENIs x (10-1) + 2 pods.
 			catalog: cat(m5, unoffered), class: defaultClass(),
 			want: []summary{{
-				Name:     "m5.large",
-				Capacity: map[string]string{"cpu": "2", "memory": "7577Mi", "pods": "29", "ephemeral-storage": "20Gi"},
-				Offerings: []cloudprovider.Offering{
-					{Zone: "zone-a", CapacityType: karpv1.CapacityTypeOnDemand, Price: 0.096, Available: true},
-					{Zone: "zone-b", CapacityType: karpv1.CapacityTypeOnDemand, Price: 0.096, Available: true},
-					{Zone: "zone-b", CapacityType: karpv1.CapacityTypeSpot, Price: 0.04, Available: true},
-				},
+				Name:      "m5.large",
+				Capacity:  map[string]string{"cpu": "2", "memory": "7577Mi", "pods": "29", "ephemeral-storage": "20Gi"},
+				Offerings: m5Offerings,
 			}},
 		},
 		{
@@ -119,39 +121,27 @@ func TestCatalogInstanceTypesApplyOptionsAndTheNodeClass(t *testing.T) {
 			// 8192Mi less 10%, floored; 2 ENIs x (10-1) + 2 pods.
 			catalog: cat(m5), class: defaultClass(), opts: OfflineOptions{VMMemoryOverheadPercent: 0.1, ReservedENIs: 1},
 			want: []summary{{
-				Name:     "m5.large",
-				Capacity: map[string]string{"cpu": "2", "memory": "7372Mi", "pods": "20", "ephemeral-storage": "20Gi"},
-				Offerings: []cloudprovider.Offering{
-					{Zone: "zone-a", CapacityType: karpv1.CapacityTypeOnDemand, Price: 0.096, Available: true},
-					{Zone: "zone-b", CapacityType: karpv1.CapacityTypeOnDemand, Price: 0.096, Available: true},
-					{Zone: "zone-b", CapacityType: karpv1.CapacityTypeSpot, Price: 0.04, Available: true},
-				},
+				Name:      "m5.large",
+				Capacity:  map[string]string{"cpu": "2", "memory": "7372Mi", "pods": "20", "ephemeral-storage": "20Gi"},
+				Offerings: m5Offerings,
 			}},
 		},
 		{
 			name:    "kubelet maxPods of the node class",
 			catalog: cat(m5), class: withKubelet,
 			want: []summary{{
-				Name:     "m5.large",
-				Capacity: map[string]string{"cpu": "2", "memory": "7577Mi", "pods": "110", "ephemeral-storage": "20Gi"},
-				Offerings: []cloudprovider.Offering{
-					{Zone: "zone-a", CapacityType: karpv1.CapacityTypeOnDemand, Price: 0.096, Available: true},
-					{Zone: "zone-b", CapacityType: karpv1.CapacityTypeOnDemand, Price: 0.096, Available: true},
-					{Zone: "zone-b", CapacityType: karpv1.CapacityTypeSpot, Price: 0.04, Available: true},
-				},
+				Name:      "m5.large",
+				Capacity:  map[string]string{"cpu": "2", "memory": "7577Mi", "pods": "110", "ephemeral-storage": "20Gi"},
+				Offerings: m5Offerings,
 			}},
 		},
 		{
 			name:    "on-demand price from the offering when the type has none",
 			catalog: cat(onDemandFromOffering), class: defaultClass(),
 			want: []summary{{
-				Name:     "m5.large",
-				Capacity: map[string]string{"cpu": "2", "memory": "7577Mi", "pods": "29", "ephemeral-storage": "20Gi"},
-				Offerings: []cloudprovider.Offering{
-					{Zone: "zone-a", CapacityType: karpv1.CapacityTypeOnDemand, Price: 0.096, Available: true},
-					{Zone: "zone-b", CapacityType: karpv1.CapacityTypeOnDemand, Price: 0.096, Available: true},
-					{Zone: "zone-b", CapacityType: karpv1.CapacityTypeSpot, Price: 0.04, Available: true},
-				},
+				Name:      "m5.large",
+				Capacity:  map[string]string{"cpu": "2", "memory": "7577Mi", "pods": "29", "ephemeral-storage": "20Gi"},
+				Offerings: m5Offerings,
 			}},
 		},
 		{

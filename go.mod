@@ -35,6 +35,7 @@ replace (
 )
 
 require (
+	gonum.org/v1/gonum v0.16.0
 	k8s.io/component-base v0.34.10
 	k8s.io/kubernetes v1.34.10
 )

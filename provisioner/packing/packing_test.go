@@ -247,7 +247,7 @@ func TestSolve(t *testing.T) {
 				NodePools: []NodePool{{NodePool: nodePool("general"), InstanceTypes: catalog()}},
 			},
 			want: summary{Unschedulable: map[string]string{
-				"big": `NodePool "general": no instance type has room for the pod's requests (cpu=64, memory=1Gi, pods=1): closest is large with allocatable cpu=7900m, memory=15872Mi, pods=40, short of cpu`,
+				"big": `NodePool "general": no instance type has room for the pod's requests (cpu=64, memory=1Gi, pods=1): closest is large with cpu=7900m, memory=15872Mi, pods=40 allocatable after DaemonSets, short of cpu`,
 			}},
 		},
 		{
@@ -285,7 +285,7 @@ func TestSolve(t *testing.T) {
 				NodePools: []NodePool{{NodePool: nodePool("general"), InstanceTypes: catalog()}},
 			},
 			want: summary{Unschedulable: map[string]string{
-				"s390": `NodePool "general": no instance type satisfies both the NodePool requirements and the pod's node selector and affinity (kubernetes.io/arch=s390x)`,
+				"s390": `NodePool "general": no instance type satisfies both the NodePool requirements (karpenter.sh/capacity-type In [on-demand]) and the pod's node selector and affinity (kubernetes.io/arch=s390x)`,
 			}},
 		},
 		{
@@ -303,7 +303,7 @@ func TestSolve(t *testing.T) {
 					{NodePool: "general", Cheapest: Choice{InstanceType: "medium", Zone: "zone-a", CapacityType: "on-demand", Price: 0.20}, Pods: 1},
 					{NodePool: "general", Cheapest: Choice{InstanceType: "medium", Zone: "zone-a", CapacityType: "on-demand", Price: 0.20}, Pods: 1},
 				},
-				Unschedulable: map[string]string{"web-2": `NodePool "general": its limits leave no room for a node that fits this pod`},
+				Unschedulable: map[string]string{"web-2": `NodePool "general": its limits leave no room for a node that fits the pod (remaining: cpu=0)`},
 			},
 		},
 		{

@@ -2,7 +2,7 @@ package packing
 
 import (
 	"fmt"
-	"sort"
+	"math"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,15 +10,48 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 )
 
-// amounts are resource quantities as integers: millicores for cpu, units for the rest.
-type amounts map[corev1.ResourceName]int64
+// dims numbers the resources one planning round deals with, so amounts are short vectors
+// rather than maps: cpu (millicores), memory, pods and ephemeral storage first, then the
+// extended resources (GPUs, hugepages, ...) the round's pods and DaemonSets request.
+type dims struct {
+	names []corev1.ResourceName
+	index map[corev1.ResourceName]int
+}
 
-func toAmounts(list corev1.ResourceList) amounts {
-	out := make(amounts, len(list))
-	for name, q := range list {
-		out[name] = quantityValue(name, q)
+const (
+	dimCPU = iota
+	dimMemory
+	dimPods
+	dimEphemeralStorage
+)
+
+func newDims() *dims {
+	d := &dims{index: map[corev1.ResourceName]int{}}
+	for _, n := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods, corev1.ResourceEphemeralStorage} {
+		d.add(n)
 	}
-	return out
+	return d
+}
+
+func (d *dims) add(name corev1.ResourceName) {
+	if _, ok := d.index[name]; !ok {
+		d.index[name] = len(d.names)
+		d.names = append(d.names, name)
+	}
+}
+
+// vec is an amount of each resource of dims: millicores for cpu, units for the rest.
+type vec []int64
+
+// of converts a resource list, ignoring resources the round does not deal with.
+func (d *dims) of(list corev1.ResourceList) vec {
+	v := make(vec, len(d.names))
+	for name, q := range list {
+		if i, ok := d.index[name]; ok {
+			v[i] = quantityValue(name, q)
+		}
+	}
+	return v
 }
 
 func quantityValue(name corev1.ResourceName, q resource.Quantity) int64 {
@@ -28,73 +61,131 @@ func quantityValue(name corev1.ResourceName, q resource.Quantity) int64 {
 	return q.Value()
 }
 
-// podAmounts is what a pod takes from a node: its effective requests (init containers and
+// podRequests is what a pod takes from a node: its effective requests (init containers and
 // overhead included, as the scheduler computes them) and one pod slot.
-func podAmounts(pod *corev1.Pod) amounts {
-	out := toAmounts(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}))
-	out[corev1.ResourcePods]++
+func podRequests(pod *corev1.Pod) corev1.ResourceList {
+	out := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	out[corev1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
 	return out
 }
 
-func (a amounts) plus(b amounts) amounts {
-	out := make(amounts, len(a)+len(b))
-	for k, v := range a {
-		out[k] = v
+func (v vec) add(o vec) {
+	for i := range v {
+		v[i] += o[i]
 	}
-	for k, v := range b {
-		out[k] += v
+}
+
+func (v vec) addTimes(o vec, k int64) {
+	for i := range v {
+		v[i] += o[i] * k
+	}
+}
+
+func (v vec) sub(o vec) {
+	for i := range v {
+		v[i] -= o[i]
+	}
+}
+
+func (v vec) minus(o vec) vec {
+	out := make(vec, len(v))
+	for i := range v {
+		out[i] = v[i] - o[i]
 	}
 	return out
 }
 
-// fitsIn reports whether every requested amount is available in have. A resource have does
-// not list counts as zero, so a pod asking for a GPU never fits a type without one.
-func (a amounts) fitsIn(have amounts) bool {
-	for k, v := range a {
-		if v > 0 && v > have[k] {
+func (v vec) plus(o vec) vec {
+	out := make(vec, len(v))
+	for i := range v {
+		out[i] = v[i] + o[i]
+	}
+	return out
+}
+
+// fits reports whether every requested amount is available in have.
+func (v vec) fits(have vec) bool {
+	for i, x := range v {
+		if x > 0 && x > have[i] {
 			return false
 		}
 	}
 	return true
 }
 
-// exceeding lists the resources a asks for beyond have, for explanations.
-func (a amounts) exceeding(have amounts) []corev1.ResourceName {
-	var out []corev1.ResourceName
-	for k, v := range a {
-		if v > 0 && v > have[k] {
-			out = append(out, k)
+// times is how many copies of v fit in have.
+func (v vec) times(have vec) int64 {
+	n := int64(math.MaxInt64)
+	for i, x := range v {
+		if x <= 0 {
+			continue
+		}
+		if have[i] < x {
+			return 0
+		}
+		if k := have[i] / x; k < n {
+			n = k
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return n
+}
+
+// atMost reports whether no amount exceeds limit.
+func (v vec) atMost(limit vec) bool {
+	for i := range v {
+		if v[i] > limit[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (v vec) value(prices []float64) float64 {
+	total := 0.0
+	for i, x := range v {
+		total += float64(x) * prices[i]
+	}
+	return total
+}
+
+// exceeding lists the resources v asks for beyond have, for explanations.
+func (d *dims) exceeding(v, have vec) []string {
+	var out []string
+	for i, x := range v {
+		if x > 0 && x > have[i] {
+			out = append(out, string(d.names[i]))
+		}
+	}
 	return out
 }
 
-func (a amounts) resourceList() corev1.ResourceList {
-	out := make(corev1.ResourceList, len(a))
-	for k, v := range a {
-		if k == corev1.ResourceCPU {
-			out[k] = *resource.NewMilliQuantity(v, resource.DecimalSI)
-		} else if k == corev1.ResourceMemory || k == corev1.ResourceEphemeralStorage {
-			out[k] = *resource.NewQuantity(v, resource.BinarySI)
-		} else {
-			out[k] = *resource.NewQuantity(v, resource.DecimalSI)
+func (d *dims) list(v vec) corev1.ResourceList {
+	out := make(corev1.ResourceList, len(v))
+	for i, x := range v {
+		if x == 0 {
+			continue
+		}
+		name := d.names[i]
+		switch name {
+		case corev1.ResourceCPU:
+			out[name] = *resource.NewMilliQuantity(x, resource.DecimalSI)
+		case corev1.ResourceMemory, corev1.ResourceEphemeralStorage:
+			out[name] = *resource.NewQuantity(x, resource.BinarySI)
+		default:
+			out[name] = *resource.NewQuantity(x, resource.DecimalSI)
 		}
 	}
 	return out
 }
 
-func (a amounts) String() string {
-	list := a.resourceList()
-	keys := make([]string, 0, len(list))
-	for k := range list {
-		keys = append(keys, string(k))
-	}
-	sort.Strings(keys)
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
-		q := list[corev1.ResourceName(k)]
-		parts = append(parts, fmt.Sprintf("%s=%s", k, q.String()))
+// format renders amounts as users write them, in dimension order, skipping zeros.
+func (d *dims) format(v vec) string {
+	list := d.list(v)
+	parts := make([]string, 0, len(list))
+	for _, name := range d.names {
+		if q, ok := list[name]; ok {
+			parts = append(parts, fmt.Sprintf("%s=%s", name, q.String()))
+		}
 	}
 	return strings.Join(parts, ", ")
 }

@@ -15,8 +15,18 @@ import (
 
 // Matches reports whether labels satisfy every requirement.
 func Matches(reqs []karpv1.NodeSelectorRequirementWithMinValues, labels map[string]string) bool {
+	return MatchesFunc(reqs, func(key string) (string, bool) {
+		v, ok := labels[key]
+		return v, ok
+	})
+}
+
+// MatchesFunc reports whether the labels that label looks up satisfy every requirement.
+// It lets callers match computed label sets without building maps.
+func MatchesFunc(reqs []karpv1.NodeSelectorRequirementWithMinValues, label func(key string) (string, bool)) bool {
 	for i := range reqs {
-		if !MatchesOne(reqs[i].Key, reqs[i].Operator, reqs[i].Values, labels) {
+		v, ok := label(reqs[i].Key)
+		if !matchesValue(reqs[i].Operator, reqs[i].Values, v, ok) {
 			return false
 		}
 	}
@@ -27,6 +37,12 @@ func Matches(reqs []karpv1.NodeSelectorRequirementWithMinValues, labels map[stri
 // never matches, as in the scheduler.
 func MatchesOne(key string, op corev1.NodeSelectorOperator, values []string, labels map[string]string) bool {
 	v, ok := labels[key]
+	return matchesValue(op, values, v, ok)
+}
+
+// matchesValue reports whether a label value (ok false when the label is absent)
+// satisfies an operator and its values.
+func matchesValue(op corev1.NodeSelectorOperator, values []string, v string, ok bool) bool {
 	switch op {
 	case corev1.NodeSelectorOpIn:
 		return ok && slices.Contains(values, v)

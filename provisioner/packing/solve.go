@@ -1,0 +1,693 @@
+package packing
+
+import (
+	"cmp"
+	"fmt"
+	"hash/maphash"
+	"math"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+
+	"github.com/tailor-autoscaler/tailor/provisioner/packing/lowerbound"
+)
+
+// Solve plans the pods of in.
+//
+// Pods are grouped (replicas of one Deployment are identical) and placed group by group,
+// largest first: onto schedulable existing nodes, then onto new nodes. A new node is
+// opened for the next unplaced pod by trying, per size class, the instance type with the
+// lowest price per unit of resources (priced by the LP dual of the whole batch), filling it
+// with every pending pod that fits it, and keeping the offering with the lowest price per
+// unit of pods it holds. Constraints the scheduler filters on are checked at every
+// placement; preferences are honoured as constraints and given up one at a time, only for
+// pods that cannot be placed otherwise.
+func Solve(in Input) Plan {
+	s := newSolver(in)
+	s.placeOnExisting()
+	s.launch()
+	return s.plan()
+}
+
+type solver struct {
+	in       Input
+	dims     *dims
+	pools    []*pool
+	groups   []*group
+	existing []*node
+	planned  []*node
+	topo     *topologyIndex
+	volumes  *volumeIndex
+	daemons  []*daemon
+	// unplaced pods and why, in the order they failed.
+	unplaced map[*corev1.Pod]string
+	nextID   int
+}
+
+// node is an existing node or NodeClaim, or a node the plan launches.
+type node struct {
+	id   int
+	name string
+	// input is set for existing nodes.
+	input *Node
+	// pool and offer are set for planned nodes: the NodePool and the offering it is sized
+	// and priced by.
+	pool  *pool
+	offer *offer
+	free  vec
+	ports []hostPort
+	// pinned keys are labels the node's pods rely on: the node must keep the offer's
+	// value for them.
+	pinned map[string]bool
+	placed []placement
+	// compat caches, for existing nodes, whether a group's node constraints accept it.
+	compat map[string]bool
+}
+
+type placement struct {
+	g *group
+	// start is the index in the group's pods of the first of the k pods placed.
+	start, k int
+}
+
+func (n *node) domain(key string) (string, bool) {
+	if n.offer != nil {
+		if key == corev1.LabelHostname {
+			return n.name, true
+		}
+		return n.offer.label(key)
+	}
+	v, ok := n.input.Node.Labels[key]
+	if !ok && key == corev1.LabelHostname {
+		return n.input.Node.Name, true
+	}
+	return v, ok
+}
+
+// compatible reports whether an existing node's taints and labels accept the group.
+func (n *node) compatible(g *group) bool {
+	ok, cached := n.compat[g.nodeKey]
+	if !cached {
+		ok = tolerates(g.tolerations, n.input.Node.Spec.Taints) && g.matchesNode(n.input.Node)
+		n.compat[g.nodeKey] = ok
+	}
+	return ok
+}
+
+func newSolver(in Input) *solver {
+	s := &solver{in: in, dims: newDims(), topo: newTopologyIndex(), volumes: newVolumeIndex(in.Volumes), unplaced: map[*corev1.Pod]string{}}
+	requests := make([]corev1.ResourceList, len(in.Pods))
+	for i, pod := range in.Pods {
+		requests[i] = podRequests(pod)
+		for name := range requests[i] {
+			s.dims.add(name)
+		}
+	}
+	for _, ds := range in.DaemonSets {
+		for _, c := range ds.Spec.Template.Spec.Containers {
+			for name := range c.Resources.Requests {
+				s.dims.add(name)
+			}
+		}
+	}
+	for _, ds := range in.DaemonSets {
+		s.daemons = append(s.daemons, newDaemon(ds, s.dims))
+	}
+	s.buildGroups(in.Pods, requests)
+	for _, np := range in.NodePools {
+		s.pools = append(s.pools, newPool(np, s.dims, s.daemons))
+	}
+	slices.SortStableFunc(s.pools, func(a, b *pool) int {
+		if c := cmp.Compare(b.weight, a.weight); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.nodePool.Name, b.nodePool.Name)
+	})
+	for i := range in.Nodes {
+		s.existing = append(s.existing, s.existingNode(&in.Nodes[i]))
+	}
+	s.countExisting()
+	for _, g := range s.groups {
+		s.matchGroup(g)
+	}
+	s.priceResources()
+	s.computeQuotas()
+	return s
+}
+
+func (s *solver) newID() int {
+	s.nextID++
+	return s.nextID
+}
+
+// buildGroups sorts pods into groups, largest first, with pods other groups' affinity
+// needs placed before those groups.
+func (s *solver) buildGroups(pods []*corev1.Pod, requests []corev1.ResourceList) {
+	keyer := &podKeyer{seed: maphash.MakeSeed()}
+	byKey := map[uint64]*group{}
+	for i, pod := range pods {
+		need := s.dims.of(requests[i])
+		k := keyer.key(pod, need)
+		if g, ok := byKey[k]; ok {
+			g.pods = append(g.pods, pod)
+			continue
+		}
+		g := s.newGroup(pod, need, 0)
+		byKey[k] = g
+		s.groups = append(s.groups, g)
+	}
+	targets := map[*group]bool{}
+	for _, g := range s.groups {
+		for _, c := range g.allConstraints() {
+			if c.kind != kindAffinity {
+				continue
+			}
+			for _, h := range s.groups {
+				if h != g && c.t.matches(h.rep.Namespace, h.rep.Labels) {
+					targets[h] = true
+				}
+			}
+		}
+	}
+	slices.SortStableFunc(s.groups, func(a, b *group) int {
+		if targets[a] != targets[b] {
+			if targets[a] {
+				return -1
+			}
+			return 1
+		}
+		if c := cmp.Compare(b.size, a.size); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.id, b.id)
+	})
+}
+
+// newGroup builds a group for pods like pod, honouring its preferences from the
+// relaxed-th on.
+func (s *solver) newGroup(pod *corev1.Pod, need vec, relaxed int) *group {
+	g := &group{id: s.newID(), pods: []*corev1.Pod{pod}, rep: pod, need: need, relaxed: relaxed}
+	g.size = float64(need[dimCPU])/1000 + float64(need[dimMemory])/float64(4<<30)
+	for i := dimEphemeralStorage + 1; i < len(need); i++ {
+		g.size += 10 * float64(need[i])
+	}
+	g.affinity = nodeaffinity.GetRequiredNodeAffinity(pod)
+	g.tolerations = pod.Spec.Tolerations
+	g.ports = podHostPorts(pod)
+	extra, reason := s.volumes.constraints(pod)
+	g.unschedulable = reason
+	g.volumeTopology = len(extra) > 0
+	g.preferences = preferences(pod)
+	honoured := g.preferences[relaxed:]
+	terms := requiredTerms(pod)
+	for _, sel := range extra {
+		g.extra = append(g.extra, nodeaffinity.NewLazyErrorNodeSelector(sel))
+		terms = append(terms, sel.NodeSelectorTerms...)
+	}
+	for _, p := range honoured {
+		if p.nodeTerm != nil {
+			g.extra = append(g.extra, nodeaffinity.NewLazyErrorNodeSelector(&corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{*p.nodeTerm}}))
+			terms = append(terms, *p.nodeTerm)
+		}
+	}
+	g.offerKeys = referencesOfferKeys(pod.Spec.NodeSelector, terms)
+	g.nodeKey = nodeKeyOf(pod, extra, honoured)
+
+	for i := range pod.Spec.TopologySpreadConstraints {
+		c := &pod.Spec.TopologySpreadConstraints[i]
+		if c.WhenUnsatisfiable != corev1.ScheduleAnyway {
+			g.topology = append(g.topology, s.spreadConstraint(g, c, false))
+		}
+	}
+	for _, term := range requiredAffinityTerms(pod) {
+		g.topology = append(g.topology, s.termConstraint(g, &term, kindAffinity, false))
+	}
+	for _, term := range requiredAntiTerms(pod) {
+		g.topology = append(g.topology, s.termConstraint(g, &term, kindAnti, false))
+		g.owned = append(g.owned, s.topo.antiTermOf(pod, &term))
+	}
+	g.all = slices.Clone(g.topology)
+	for i, p := range g.preferences {
+		var c *constraint
+		switch {
+		case p.spread != nil:
+			c = s.spreadConstraint(g, p.spread, true)
+		case p.podTerm != nil && p.anti:
+			c = s.termConstraint(g, p.podTerm, kindAnti, true)
+		case p.podTerm != nil:
+			c = s.termConstraint(g, p.podTerm, kindAffinity, true)
+		default:
+			continue
+		}
+		g.all = append(g.all, c)
+		if i >= relaxed {
+			g.topology = append(g.topology, c)
+		}
+	}
+	return g
+}
+
+func (s *solver) spreadConstraint(g *group, c *corev1.TopologySpreadConstraint, preferred bool) *constraint {
+	t := s.topo.spreadTracker(g, c)
+	return &constraint{kind: kindSpread, t: t, self: t.matches(g.rep.Namespace, g.rep.Labels), preferred: preferred}
+}
+
+func (s *solver) termConstraint(g *group, term *corev1.PodAffinityTerm, kind constraintKind, preferred bool) *constraint {
+	t := s.topo.termTracker(g.rep, term)
+	return &constraint{kind: kind, t: t, self: t.matches(g.rep.Namespace, g.rep.Labels), preferred: preferred}
+}
+
+// matchGroup finds the trackers counting the group's pods and the anti-affinity terms
+// keeping them away.
+func (s *solver) matchGroup(g *group) {
+	g.matched, g.reverse = nil, nil
+	s.topo.matchingTrackers(g.rep.Namespace, g.rep.Labels, func(t *tracker) { g.matched = append(g.matched, t) })
+	s.topo.matchingAntiTerms(g.rep.Namespace, g.rep.Labels, func(a *antiTerm) { g.reverse = append(g.reverse, a) })
+}
+
+func (s *solver) existingNode(in *Node) *node {
+	n := &node{id: s.newID(), name: in.Node.Name, input: in, compat: map[string]bool{}}
+	n.free = s.dims.of(in.Node.Status.Allocatable)
+	for _, pod := range in.Pods {
+		n.free.sub(s.dims.of(podRequests(pod)))
+		n.ports = append(n.ports, podHostPorts(pod)...)
+	}
+	if in.NodeClaim != nil {
+		// DaemonSet pods not running yet on a launched node will take their share.
+		for i, ds := range s.daemons {
+			uid := string(s.in.DaemonSets[i].UID)
+			present := slices.ContainsFunc(in.Pods, func(p *corev1.Pod) bool { return ds.ownedBy(p, uid) })
+			if present || !tolerates(ds.pod.Spec.Tolerations, in.Node.Spec.Taints) {
+				continue
+			}
+			if ok, _ := ds.affinity.Match(in.Node); ok {
+				n.free.sub(ds.need)
+				n.ports = append(n.ports, ds.ports...)
+			}
+		}
+	}
+	return n
+}
+
+// countExisting counts the pods already on nodes for every tracker and anti-affinity term.
+func (s *solver) countExisting() {
+	for _, n := range s.existing {
+		for _, pod := range n.input.Pods {
+			s.topo.matchingTrackers(pod.Namespace, pod.Labels, func(t *tracker) {
+				if v, ok := n.domain(t.key); ok && t.countsOn(n) {
+					t.counts[v]++
+					t.total++
+				}
+			})
+			for _, term := range requiredAntiTerms(pod) {
+				a := s.topo.antiTermOf(pod, &term)
+				if v, ok := n.domain(a.key); ok {
+					a.owners[v]++
+				}
+			}
+		}
+	}
+}
+
+// priceResources sets each pool's resource prices: the duals of the LP that buys the
+// whole batch's requests from the pool's offerings.
+func (s *solver) priceResources() {
+	demand := make([]float64, len(s.dims.names))
+	for _, g := range s.groups {
+		for i, x := range g.need {
+			demand[i] += float64(x) * float64(len(g.pods))
+		}
+	}
+	for _, p := range s.pools {
+		p.prices = make([]float64, len(s.dims.names))
+		cols := make([]lowerbound.Column, 0, len(p.offers))
+		for _, o := range p.offers {
+			cols = append(cols, lowerbound.Column{Price: o.price, Capacity: toFloats(o.alloc)})
+		}
+		// Price only what the pool's offerings provide: a dimension none of them has
+		// (a GPU in a CPU pool) would make the LP infeasible.
+		amount := make([]float64, len(demand))
+		for i := range demand {
+			for _, c := range cols {
+				if c.Capacity[i] > 0 {
+					amount[i] = demand[i]
+					break
+				}
+			}
+		}
+		if prices, err := lowerbound.ResourcePrices(cols, amount); err == nil {
+			p.prices = prices
+		}
+		if slices.Max(append([]float64{0}, p.prices...)) == 0 {
+			// No batch demand to learn from: value cpu and memory equally by the pool's
+			// average prices, so ranking still works.
+			p.prices[dimCPU], p.prices[dimMemory] = 1.0/1000, 1.0/float64(4<<30)
+		}
+	}
+}
+
+func toFloats(v vec) []float64 {
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = float64(max(x, 0))
+	}
+	return out
+}
+
+// placeOnExisting fills schedulable existing nodes and NodeClaims first.
+func (s *solver) placeOnExisting() {
+	for _, g := range s.groups {
+		if g.unschedulable != "" {
+			continue
+		}
+		for _, n := range s.existing {
+			if g.remaining() == 0 {
+				break
+			}
+			if !n.input.Schedulable {
+				continue
+			}
+			if k := s.howMany(g, n); k > 0 {
+				s.place(g, n, k)
+			}
+		}
+	}
+}
+
+// launch opens new nodes until every group is placed or known unplaceable.
+func (s *solver) launch() {
+	for i := 0; i < len(s.groups); i++ {
+		g := s.groups[i]
+		if g.unschedulable != "" {
+			for _, pod := range g.pods[g.next:] {
+				s.unplaced[pod] = g.unschedulable
+			}
+			g.next = len(g.pods)
+			continue
+		}
+		if g.relaxed > 0 {
+			s.placeOnOpen(g)
+		}
+		for g.remaining() > 0 {
+			if s.open(g) != nil {
+				continue
+			}
+			if g.relaxed < len(g.preferences) {
+				// Give up the next preference for the pods left.
+				r := s.newGroup(g.rep, g.need, g.relaxed+1)
+				r.pods = g.pods[g.next:]
+				g.pods = g.pods[:g.next]
+				s.matchGroup(r)
+				s.groups = slices.Insert(s.groups, i+1, r)
+				break
+			}
+			reason := s.explain(g)
+			for _, pod := range g.pods[g.next:] {
+				s.unplaced[pod] = reason
+			}
+			g.next = len(g.pods)
+		}
+	}
+}
+
+// placeOnOpen puts a relaxed group's pods onto nodes already in the plan or existing.
+func (s *solver) placeOnOpen(g *group) {
+	for _, list := range [][]*node{s.existing, s.planned} {
+		for _, n := range list {
+			if g.remaining() == 0 {
+				return
+			}
+			if n.input != nil && !n.input.Schedulable {
+				continue
+			}
+			if k := s.howMany(g, n); k > 0 {
+				s.place(g, n, k)
+			}
+		}
+	}
+}
+
+// maxCandidates bounds the instance types tried for one new node: the most cost-efficient
+// of each size class.
+const maxCandidates = 12
+
+// open launches a node for the group's next pod: in the highest-weight NodePools that can
+// take it, the candidate offering whose node, filled with pending pods, costs least per
+// unit of what it holds. It returns nil when no NodePool can take the pod.
+func (s *solver) open(g *group) *node {
+	for _, level := range s.weightLevels() {
+		if n := s.openIn(g, level); n != nil {
+			return n
+		}
+	}
+	return nil
+}
+
+func (s *solver) weightLevels() [][]*pool {
+	var levels [][]*pool
+	for i, p := range s.pools {
+		if i == 0 || p.weight != s.pools[i-1].weight {
+			levels = append(levels, nil)
+		}
+		levels[len(levels)-1] = append(levels[len(levels)-1], p)
+	}
+	return levels
+}
+
+func (s *solver) openIn(g *group, pools []*pool) *node {
+	if o := g.lastChoice; o != nil && slices.Contains(pools, o.typ.pool) && s.canSeed(g, o) {
+		n := s.newPlanned(o)
+		if v := s.fill(n, g); v >= 0.999*g.lastValue {
+			s.planned = append(s.planned, n)
+			return n
+		}
+		s.rollback(n)
+	}
+	var best *offer
+	bestScore, bestValue := math.Inf(1), 0.0
+	for _, p := range pools {
+		for _, o := range s.candidates(g, p) {
+			n := s.newPlanned(o)
+			v := s.fill(n, g)
+			s.rollback(n)
+			score := o.price / max(v, 1e-12)
+			if score < bestScore || (score == bestScore && best != nil && o.price < best.price) {
+				best, bestScore, bestValue = o, score, v
+			}
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	n := s.newPlanned(best)
+	s.fill(n, g)
+	s.planned = append(s.planned, n)
+	g.lastChoice, g.lastValue = best, bestValue
+	return n
+}
+
+// canSeed reports whether a new node of the offering can take the group's next pod.
+func (s *solver) canSeed(g *group, o *offer) bool {
+	p := o.typ.pool
+	c := p.compatibleOffers(g)
+	return c.ok[o.index] && g.need.fits(o.alloc) && p.withinLimits(o.typ.capacity) && s.offerAllows(g, o)
+}
+
+// candidates are the offerings to try for a new node seeded by the group: per size class
+// (powers of two of the group's request value), the most cost-efficient instance type,
+// at its cheapest offering that can take the group's next pod.
+func (s *solver) candidates(g *group, p *pool) []*offer {
+	c := p.compatibleOffers(g)
+	if !c.any {
+		return nil
+	}
+	needValue := max(g.need.value(p.prices), 1e-12)
+	seen := map[int]bool{}
+	var out []*offer
+	for _, rt := range p.rank(c) {
+		if !g.need.fits(rt.t.alloc) {
+			continue
+		}
+		class := int(math.Floor(math.Log2(max(rt.value/needValue, 1))))
+		if seen[class] {
+			continue
+		}
+		for _, o := range rt.offers {
+			if g.need.fits(o.alloc) && p.withinLimits(o.typ.capacity) && s.offerAllows(g, o) {
+				seen[class] = true
+				out = append(out, o)
+				break
+			}
+		}
+		if len(out) == maxCandidates {
+			break
+		}
+	}
+	return out
+}
+
+// offerAllows checks the group's topology constraints on keys an offering decides (zone,
+// capacity type, instance type labels) for a new node of the offering.
+func (s *solver) offerAllows(g *group, o *offer) bool {
+	for _, c := range g.topology {
+		if c.t.key == corev1.LabelHostname {
+			continue
+		}
+		v, ok := o.label(c.t.key)
+		if c.allows(v, ok) == 0 {
+			return false
+		}
+	}
+	for _, a := range g.reverse {
+		if a.key == corev1.LabelHostname {
+			continue
+		}
+		if v, ok := o.label(a.key); ok && a.owners[v] > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *solver) newPlanned(o *offer) *node {
+	p := o.typ.pool
+	n := &node{id: s.newID(), pool: p, offer: o, free: slices.Clone(o.alloc), pinned: map[string]bool{}}
+	n.name = fmt.Sprintf("%s-new-%d", p.nodePool.Name, n.id)
+	n.ports = slices.Clone(p.dsPorts)
+	if p.remaining != nil {
+		p.remaining.sub(o.typ.capacity)
+	}
+	return n
+}
+
+// fill places the seed group's pods and then every other pending group's that fit, in
+// group order, and returns the value of what it placed at the pool's resource prices.
+func (s *solver) fill(n *node, seed *group) float64 {
+	value := 0.0
+	if k := s.howMany(seed, n); k > 0 {
+		s.place(seed, n, k)
+		value += float64(k) * seed.need.value(n.pool.prices)
+	}
+	for _, g := range s.groups {
+		if g == seed || g.remaining() == 0 || g.unschedulable != "" {
+			continue
+		}
+		if !n.pool.compatibleOffers(g).ok[n.offer.index] {
+			continue
+		}
+		if k := s.howMany(g, n); k > 0 {
+			s.place(g, n, k)
+			value += float64(k) * g.need.value(n.pool.prices)
+		}
+	}
+	return value
+}
+
+// rollback undoes a node's placements and gives its capacity back to the pool's limits.
+func (s *solver) rollback(n *node) {
+	for i := len(n.placed) - 1; i >= 0; i-- {
+		s.unplace(n.placed[i].g, n, n.placed[i].k)
+	}
+	n.placed = nil
+	if n.pool.remaining != nil {
+		n.pool.remaining.add(n.offer.typ.capacity)
+	}
+}
+
+// howMany is how many of the group's pending pods the node takes, as the scheduler's
+// filters would accept them one after the other.
+func (s *solver) howMany(g *group, n *node) int {
+	k := g.remaining()
+	if k == 0 {
+		return 0
+	}
+	if n.offer != nil {
+		if !n.pool.compatibleOffers(g).ok[n.offer.index] {
+			return 0
+		}
+	} else if !n.compatible(g) {
+		return 0
+	}
+	if r := g.need.times(n.free); r < int64(k) {
+		k = int(r)
+	}
+	if len(g.ports) > 0 {
+		if portsConflict(g.ports, n.ports) {
+			return 0
+		}
+		k = min(k, 1)
+	}
+	for _, c := range g.topology {
+		if k == 0 {
+			return 0
+		}
+		v, ok := n.domain(c.t.key)
+		if c.kind == kindSpread && ok && !c.t.countsOn(n) {
+			// PodTopologySpread skips nodes its inclusion policies leave out for
+			// counting, but the pod itself must still go to an eligible node.
+			return 0
+		}
+		k = min(k, c.allows(v, ok))
+	}
+	for _, a := range g.reverse {
+		if v, ok := n.domain(a.key); ok && a.owners[v] > 0 {
+			return 0
+		}
+	}
+	return k
+}
+
+// place puts k pods of the group onto the node.
+func (s *solver) place(g *group, n *node, k int) {
+	s.account(g, n, k)
+	n.free.addTimes(g.need, -int64(k))
+	if len(g.ports) > 0 {
+		n.ports = append(n.ports, g.ports...)
+	}
+	n.placed = append(n.placed, placement{g: g, start: g.next, k: k})
+	g.next += k
+}
+
+func (s *solver) unplace(g *group, n *node, k int) {
+	s.account(g, n, -k)
+	n.free.addTimes(g.need, int64(k))
+	if len(g.ports) > 0 {
+		n.ports = n.ports[:len(n.ports)-len(g.ports)]
+	}
+	g.next -= k
+}
+
+// account adds k pods of the group (removes them when k < 0) to the topology counts of
+// the node's domains, pinning the labels they rely on.
+func (s *solver) account(g *group, n *node, k int) {
+	pin := func(key string) {
+		if n.offer != nil && key != corev1.LabelHostname {
+			n.pinned[key] = true
+		}
+	}
+	for _, t := range g.matched {
+		if v, ok := n.domain(t.key); ok && t.countsOn(n) {
+			t.counts[v] += k
+			t.total += k
+			pin(t.key)
+		}
+	}
+	for _, a := range g.owned {
+		if v, ok := n.domain(a.key); ok {
+			a.owners[v] += k
+			pin(a.key)
+		}
+	}
+	for _, a := range g.reverse {
+		pin(a.key)
+	}
+	for _, c := range g.topology {
+		pin(c.t.key)
+		if c.kind == kindSpread && c.t.spread.quota != nil {
+			if v, ok := n.domain(c.t.key); ok {
+				c.t.spread.quota[v] -= k
+			}
+		}
+	}
+}

@@ -291,8 +291,10 @@ func TestConstraintsAgreeWithKubeScheduler(t *testing.T) {
 		check func(t *testing.T, plan packing.Plan)
 	}{
 		{
-			name:  "requests of cpu, memory and ephemeral storage",
-			input: packing.Input{NodePools: []packing.NodePool{pool("general")}, Pods: mkpods("web", 9, "1500m", "3Gi", nil, func(p *corev1.Pod) { p.Spec.Containers[0].Resources.Requests[corev1.ResourceEphemeralStorage] = resource.MustParse("4Gi") })},
+			name: "requests of cpu, memory and ephemeral storage",
+			input: packing.Input{NodePools: []packing.NodePool{pool("general")}, Pods: mkpods("web", 9, "1500m", "3Gi", nil, func(p *corev1.Pod) {
+				p.Spec.Containers[0].Resources.Requests[corev1.ResourceEphemeralStorage] = resource.MustParse("4Gi")
+			})},
 		},
 		{
 			name: "GPU requests go to the tainted GPU NodePool only with a toleration",
@@ -302,7 +304,9 @@ func TestConstraintsAgreeWithKubeScheduler(t *testing.T) {
 				Pods: append(mkpods("cuda", 2, "2", "8Gi", nil, func(p *corev1.Pod) {
 					p.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"] = resource.MustParse("1")
 					p.Spec.Tolerations = []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists}}
-				}), mkpods("nocuda", 1, "1", "1Gi", nil, func(p *corev1.Pod) { p.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"] = resource.MustParse("1") })...)},
+				}), mkpods("nocuda", 1, "1", "1Gi", nil, func(p *corev1.Pod) {
+					p.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"] = resource.MustParse("1")
+				})...)},
 			check: func(t *testing.T, plan packing.Plan) {
 				if len(plan.NewNodeClaims) != 2 || plan.NewNodeClaims[0].NodePool.Name != "gpu" || len(plan.Unschedulable) != 1 {
 					t.Fatalf("want each tolerating GPU pod on its own GPU node and the other unschedulable, got %d NodeClaims, %d unschedulable", len(plan.NewNodeClaims), len(plan.Unschedulable))
@@ -314,8 +318,10 @@ func TestConstraintsAgreeWithKubeScheduler(t *testing.T) {
 			},
 		},
 		{
-			name:  "max pods bound small pods",
-			input: packing.Input{NodePools: []packing.NodePool{pool("general", func(np *karpv1.NodePool) { np.Spec.Template.Spec.Requirements = append(np.Spec.Template.Spec.Requirements, karpv1.NodeSelectorRequirementWithMinValues{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"s"}}) })}, Pods: mkpods("tiny", 25, "10m", "16Mi", nil)},
+			name: "max pods bound small pods",
+			input: packing.Input{NodePools: []packing.NodePool{pool("general", func(np *karpv1.NodePool) {
+				np.Spec.Template.Spec.Requirements = append(np.Spec.Template.Spec.Requirements, karpv1.NodeSelectorRequirementWithMinValues{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"s"}})
+			})}, Pods: mkpods("tiny", 25, "10m", "16Mi", nil)},
 			check: func(t *testing.T, plan packing.Plan) {
 				if len(plan.NewNodeClaims) != 3 {
 					t.Errorf("25 pods at 10 pods per node need 3 nodes, got %d", len(plan.NewNodeClaims))
@@ -461,8 +467,10 @@ func TestConstraintsAgreeWithKubeScheduler(t *testing.T) {
 			},
 		},
 		{
-			name:  "host ports",
-			input: packing.Input{NodePools: []packing.NodePool{pool("general")}, Pods: mkpods("proxy", 3, "100m", "128Mi", nil, func(p *corev1.Pod) { p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: 8080}} })},
+			name: "host ports",
+			input: packing.Input{NodePools: []packing.NodePool{pool("general")}, Pods: mkpods("proxy", 3, "100m", "128Mi", nil, func(p *corev1.Pod) {
+				p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: 8080}}
+			})},
 			check: func(t *testing.T, plan packing.Plan) {
 				if len(plan.NewNodeClaims) != 3 {
 					t.Errorf("want 3 nodes, got %d", len(plan.NewNodeClaims))
@@ -565,9 +573,9 @@ func claim(name, volume string, class *string) *corev1.PersistentVolumeClaim {
 
 func zonalPV(name, zone string) *corev1.PersistentVolume {
 	return &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PersistentVolumeSpec{
-		Capacity:    corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-		ClaimRef:    &corev1.ObjectReference{Namespace: "default", Name: "data-bound"},
+		Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+		AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+		ClaimRef:               &corev1.ObjectReference{Namespace: "default", Name: "data-bound"},
 		PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: "ebs.csi.aws.com", VolumeHandle: name}},
 		NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
 			{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{zone}}}}}}},

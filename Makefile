@@ -15,6 +15,10 @@ demo: binaries ## Build, start the local stack, run the demo scenario, print it,
 test: ## Run every check and test: generated code, unit, integration and end-to-end.
 	hack/test.sh
 
+.PHONY: bench
+bench: ## Benchmark the planner on the shared workloads (1k/5k/10k pods, full catalog): pods/s, nodes, $/hour, ratio to the LP bound.
+	@hack/bench.sh
+
 .PHONY: binaries
 binaries: ## Build every binary into _output/bin (Kubernetes binaries cached by version).
 	hack/build.sh

@@ -55,10 +55,13 @@ func LowerBound(in Input, plan Plan) (float64, error) {
 			columns = append(columns, lowerbound.Column{Price: o.price, Capacity: capacity})
 		}
 	}
-	// One demand per distinct (node constraints, caps): identical demands share columns.
+	// One demand per distinct (node constraints, caps, pod shape): the relaxation splits a
+	// demand over columns in proportion, so pods of different shapes must stay apart for it
+	// to be a relaxation of the plan at all.
 	type key struct {
 		nodeKey string
 		caps    string
+		need    string
 	}
 	index := map[key]int{}
 	var demands []lowerbound.Demand
@@ -83,7 +86,7 @@ func LowerBound(in Input, plan Plan) (float64, error) {
 				caps = append(caps, fmt.Sprint(d))
 			}
 		}
-		k := key{g.nodeKey, strings.Join(caps, ",")}
+		k := key{g.nodeKey, strings.Join(caps, ","), fmt.Sprint(g.need)}
 		if i, ok := index[k]; ok {
 			for j := range amount {
 				demands[i].Amount[j] += amount[j]

@@ -472,7 +472,8 @@ func (s *solver) openIn(g *group, pools []*pool) *node {
 			v := s.fill(n, g)
 			s.rollback(n)
 			score := o.price / max(v, 1e-12)
-			if score < bestScore || (score == bestScore && best != nil && o.price < best.price) {
+			// On a tie, the node holding more wins: fewer nodes for the same price.
+			if score < bestScore*(1-1e-9) || (score <= bestScore*(1+1e-9) && (v > bestValue || (v == bestValue && o.price < best.price))) {
 				best, bestScore, bestValue = o, score, v
 			}
 		}

@@ -21,7 +21,6 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -107,6 +106,9 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err := indexes(ctx, mgr); err != nil {
 		return err
 	}
+	if err := startInformers(ctx, mgr); err != nil {
+		return err
+	}
 	provider, err := newProvider(ctx, cfg, mgr, opts, clk)
 	if err != nil {
 		return err
@@ -176,13 +178,19 @@ func indexes(ctx context.Context, mgr ctrl.Manager) error {
 	if err := idx.IndexField(ctx, &karpv1.NodeClaim{}, nodeclaim.NodeClaimProviderIDIndex, nodeclaim.NodeClaimProviderID); err != nil {
 		return fmt.Errorf("indexing NodeClaims: %w", err)
 	}
-	if err := idx.IndexField(ctx, &corev1.Pod{}, provisioning.PodNodeNameIndex, func(o client.Object) []string {
-		if n := o.(*corev1.Pod).Spec.NodeName; n != "" {
-			return []string{n}
-		}
-		return nil
-	}); err != nil {
+	if err := idx.IndexField(ctx, &corev1.Pod{}, provisioning.PodNodeNameIndex, provisioning.PodNodeName); err != nil {
 		return fmt.Errorf("indexing pods: %w", err)
+	}
+	return nil
+}
+
+// startInformers starts the informers of every kind the provisioner plans with, so that
+// the cache syncs them before the gRPC server accepts pods.
+func startInformers(ctx context.Context, mgr ctrl.Manager) error {
+	for _, obj := range provisioning.ReadKinds() {
+		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
+			return fmt.Errorf("starting informer for %T: %w", obj, err)
+		}
 	}
 	return nil
 }

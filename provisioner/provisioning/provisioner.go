@@ -14,7 +14,6 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -29,9 +28,6 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 	"github.com/tailor-autoscaler/tailor/provisioner/requirements"
 )
-
-// PodNodeNameIndex is the cache index of pods by spec.nodeName the provisioner needs.
-const PodNodeNameIndex = "spec.nodeName"
 
 // Event reasons on pods.
 const (
@@ -196,17 +192,15 @@ func (p *Provisioner) Provision(ctx context.Context) (err error) {
 			p.requeueUnplanned(subs)
 		}
 	}()
+	unbound, err := p.unboundPods(ctx)
+	if err != nil {
+		return err
+	}
 	groups := map[string][]Submission{}
 	var order []string
 	for _, s := range subs {
-		live := &corev1.Pod{}
-		if err := p.kube.Get(ctx, client.ObjectKeyFromObject(s.Pod), live); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			return fmt.Errorf("getting pod %s: %w", client.ObjectKeyFromObject(s.Pod), err)
-		}
-		if live.UID != s.Pod.UID || live.Spec.NodeName != "" || live.DeletionTimestamp != nil || p.tracker.Planned(live.UID) {
+		live, ok := unbound[s.Pod.UID]
+		if !ok || live.DeletionTimestamp != nil || p.tracker.Planned(live.UID) {
 			continue
 		}
 		s.Pod = live
@@ -217,23 +211,24 @@ func (p *Provisioner) Provision(ctx context.Context) (err error) {
 		groups[k] = append(groups[k], s)
 	}
 	for _, k := range order {
-		if err := p.provisionGroup(ctx, groups[k]); err != nil {
+		if err := p.provisionGroup(ctx, groups[k], unbound); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (p *Provisioner) provisionGroup(ctx context.Context, subs []Submission) error {
+func (p *Provisioner) provisionGroup(ctx context.Context, subs []Submission, unbound map[types.UID]*corev1.Pod) error {
 	logger := log.FromContext(ctx)
-	input, notReady, err := p.input(ctx, subs[0].NodePools)
+	pods := make([]*corev1.Pod, len(subs))
+	schedulerMessage := map[types.UID]string{}
+	for i, s := range subs {
+		pods[i] = s.Pod
+		schedulerMessage[s.Pod.UID] = s.SchedulerMessage
+	}
+	input, notReady, err := p.input(ctx, subs[0].NodePools, pods, unbound)
 	if err != nil {
 		return err
-	}
-	schedulerMessage := map[types.UID]string{}
-	for _, s := range subs {
-		input.Pods = append(input.Pods, s.Pod)
-		schedulerMessage[s.Pod.UID] = s.SchedulerMessage
 	}
 	plan := packing.Solve(input)
 	for _, placement := range plan.Existing {
@@ -275,121 +270,6 @@ func sortedKeys(m map[string]string) []string {
 }
 
 func klogRef(pod *corev1.Pod) string { return pod.Namespace + "/" + pod.Name }
-
-// input gathers the NodePools a selector allows, their instance types and remaining limits,
-// and the in-flight NodeClaims. notReady says why NodePools that cannot launch were left out.
-func (p *Provisioner) input(ctx context.Context, sel NodePoolSelector) (packing.Input, map[string]string, error) {
-	var in packing.Input
-	notReady := map[string]string{}
-	pools := &karpv1.NodePoolList{}
-	if err := p.kube.List(ctx, pools); err != nil {
-		return in, nil, fmt.Errorf("listing NodePools: %w", err)
-	}
-	claims := &karpv1.NodeClaimList{}
-	if err := p.kube.List(ctx, claims); err != nil {
-		return in, nil, fmt.Errorf("listing NodeClaims: %w", err)
-	}
-	for i := range pools.Items {
-		np := &pools.Items[i]
-		if np.DeletionTimestamp != nil || !sel.Matches(np) {
-			continue
-		}
-		its, err := p.instanceTypes.InstanceTypes(ctx, np)
-		if err != nil {
-			if cloudprovider.IsNodeClassNotReadyError(err) {
-				notReady[np.Name] = err.Error()
-				continue
-			}
-			return in, nil, fmt.Errorf("listing instance types of NodePool %s: %w", np.Name, err)
-		}
-		in.NodePools = append(in.NodePools, packing.NodePool{NodePool: np, InstanceTypes: its, Remaining: remaining(np, claims.Items)})
-	}
-	for i := range claims.Items {
-		if f, ok := p.inFlight(ctx, &claims.Items[i], sel, pools.Items); ok {
-			in.Nodes = append(in.Nodes, f)
-		}
-	}
-	return in, notReady, nil
-}
-
-// remaining is the NodePool's limits minus the capacity of its NodeClaims.
-func remaining(np *karpv1.NodePool, claims []karpv1.NodeClaim) corev1.ResourceList {
-	if len(np.Spec.Limits) == 0 {
-		return nil
-	}
-	out := corev1.ResourceList{}
-	for k, v := range np.Spec.Limits {
-		out[k] = v.DeepCopy()
-	}
-	for _, nc := range claims {
-		if nc.Labels[karpv1.NodePoolLabelKey] != np.Name {
-			continue
-		}
-		used := nc.Status.Capacity
-		if len(used) == 0 {
-			used = nc.Spec.Resources.Requests
-		}
-		for k := range out {
-			if q, ok := used[k]; ok {
-				r := out[k]
-				r.Sub(q)
-				out[k] = r
-			}
-		}
-	}
-	return out
-}
-
-// inFlight describes a launched, not yet initialized NodeClaim the selector allows, with the
-// room its planned pods leave.
-func (p *Provisioner) inFlight(ctx context.Context, nc *karpv1.NodeClaim, sel NodePoolSelector, pools []karpv1.NodePool) (packing.Node, bool) {
-	if nc.DeletionTimestamp != nil || nc.Status.ProviderID == "" || len(nc.Status.Allocatable) == 0 || isTrue(nc, karpv1.ConditionTypeInitialized) {
-		return packing.Node{}, false
-	}
-	allowed := false
-	for i := range pools {
-		if pools[i].Name == nc.Labels[karpv1.NodePoolLabelKey] && sel.Matches(&pools[i]) {
-			allowed = true
-		}
-	}
-	if !allowed {
-		return packing.Node{}, false
-	}
-	var pods []*corev1.Pod
-	for _, ref := range p.tracker.PodsOf(nc.Name) {
-		pod := &corev1.Pod{}
-		if err := p.kube.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, pod); err != nil || pod.Spec.NodeName != "" {
-			continue
-		}
-		pods = append(pods, pod)
-	}
-	if nc.Status.NodeName != "" {
-		bound := &corev1.PodList{}
-		if err := p.kube.List(ctx, bound, client.MatchingFields{PodNodeNameIndex: nc.Status.NodeName}); err != nil {
-			return packing.Node{}, false
-		}
-		for i := range bound.Items {
-			if pod := &bound.Items[i]; pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
-				pods = append(pods, pod)
-			}
-		}
-	}
-	node := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: nc.Name, Labels: nc.Labels},
-		Spec:       corev1.NodeSpec{Taints: nc.Spec.Taints},
-		Status:     corev1.NodeStatus{Allocatable: nc.Status.Allocatable},
-	}
-	return packing.Node{Node: node, NodeClaim: nc, Pods: pods, Schedulable: true}, true
-}
-
-func isTrue(nc *karpv1.NodeClaim, condition string) bool {
-	for _, c := range nc.Status.Conditions {
-		if c.Type == condition {
-			return c.Status == metav1.ConditionTrue
-		}
-	}
-	return false
-}
 
 // createNodeClaim makes the NodeClaim of a plan, recording its pods on it, then tracks them.
 func (p *Provisioner) createNodeClaim(ctx context.Context, planned *packing.NewNodeClaim) (*karpv1.NodeClaim, error) {
@@ -445,6 +325,9 @@ func (p *Provisioner) createNodeClaim(ctx context.Context, planned *packing.NewN
 
 // addToInFlight records more pods on an in-flight NodeClaim and nominates them.
 func (p *Provisioner) addToInFlight(ctx context.Context, placement packing.Placement) error {
+	if placement.Node.NodeClaim == nil || !placement.Node.Schedulable {
+		return fmt.Errorf("recording pods planned onto node %s: the planner may only add pods to schedulable NodeClaims", placement.Node.Node.Name)
+	}
 	nc := &karpv1.NodeClaim{}
 	if err := p.kube.Get(ctx, client.ObjectKeyFromObject(placement.Node.NodeClaim), nc); err != nil {
 		return fmt.Errorf("getting NodeClaim %s: %w", placement.Node.NodeClaim.Name, err)

@@ -83,7 +83,7 @@ func newFixture(t *testing.T, types fakeInstanceTypes, pools ...*karpv1.NodePool
 	return &fixture{kube: kube, prov: New(kube, types, tracker, noTrigger{}, recorder), tracker: tracker, recorder: recorder, ns: ns.Name}
 }
 
-func (f *fixture) pod(t *testing.T, name, cpu string) *corev1.Pod {
+func (f *fixture) pod(t *testing.T, name, cpu string, mutate ...func(*corev1.Pod)) *corev1.Pod {
 	t.Helper()
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name},
@@ -91,6 +91,9 @@ func (f *fixture) pod(t *testing.T, name, cpu string) *corev1.Pod {
 			Name: "app", Image: "pause",
 			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("1Gi")}},
 		}}},
+	}
+	for _, m := range mutate {
+		m(p)
 	}
 	if err := f.kube.Create(context.Background(), p); err != nil {
 		t.Fatal(err)
@@ -138,7 +141,8 @@ func pool(name string, mutate ...func(*karpv1.NodePool)) *karpv1.NodePool {
 }
 
 func TestProvisionCreatesNodeClaimsThatRecordTheirPods(t *testing.T) {
-	f := newFixture(t, fakeInstanceTypes{types: []*cloudprovider.InstanceType{instanceType("m.large", 2, 8, 0.1), instanceType("m.xlarge", 4, 16, 0.2)}}, pool("general"))
+	// One m.xlarge costs less than two m.large: the pods share a node.
+	f := newFixture(t, fakeInstanceTypes{types: []*cloudprovider.InstanceType{instanceType("m.large", 2, 8, 0.1), instanceType("m.xlarge", 4, 16, 0.15)}}, pool("general"))
 	a, b := f.pod(t, "a", "1500m"), f.pod(t, "b", "1500m")
 	if n := f.prov.Submit([]Submission{{Pod: a}, {Pod: b}}); n != 2 {
 		t.Fatalf("Submit() queued %d, want 2", n)
@@ -195,7 +199,7 @@ func TestProvisionExplainsPodsNoNodePoolCanTake(t *testing.T) {
 	if n := len(f.claims(t)); n != 0 {
 		t.Errorf("%d NodeClaims for an unprovisionable pod, want 0", n)
 	}
-	want := []string{`Warning FailedProvisioning cannot provision a node for this pod: NodePool "general": no instance type has room for the pod's requests (cpu=64, memory=1Gi, pods=1): closest is m.large with allocatable cpu=1900m, memory=7692Mi, pods=58, short of cpu; NodePool "broken": node class not ready: EC2NodeClass "missing" not found; existing nodes: 0/1 nodes are available: 1 node(s): Insufficient cpu (NodeResourcesFit)`}
+	want := []string{`Warning FailedProvisioning cannot provision a node for this pod: NodePool "general": no instance type has room for the pod's requests (cpu=64, memory=1Gi, pods=1): closest is m.large with cpu=1900m, memory=7692Mi, pods=58 allocatable after DaemonSets, short of cpu; NodePool "broken": node class not ready: EC2NodeClass "missing" not found; existing nodes: 0/1 nodes are available: 1 node(s): Insufficient cpu (NodeResourcesFit)`}
 	if diff := cmp.Diff(want, f.events()); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}

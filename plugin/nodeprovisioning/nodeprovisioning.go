@@ -8,6 +8,7 @@ package nodeprovisioning
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -20,6 +21,9 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/interpodaffinity"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/podtopologyspread"
 
 	"github.com/tailor-autoscaler/tailor/plugin/apis/config"
 	"github.com/tailor-autoscaler/tailor/plugin/apis/config/validation"
@@ -95,10 +99,15 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 func (pl *NodeProvisioning) PostFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, m framework.NodeToStatusReader) (*framework.PostFilterResult, *fwk.Status) {
 	logger := klog.FromContext(ctx)
 	if n, ok := pl.provisioner.Nomination(pod.UID); ok {
-		if !pl.staleNomination(n.NodeName, m) {
+		switch v, plugin := pl.plannedNode(n.NodeName, m); v {
+		case nodePending:
 			logger.V(4).Info("Nominating pod to its planned node", "pod", klog.KObj(pod), "node", n.NodeName, "nodeClaim", n.NodeClaim)
 			return framework.NewPostFilterResultWithNominatedNode(n.NodeName),
 				fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: waiting for node %s of NodeClaim %s", Name, n.NodeName, n.NodeClaim))
+		case nodeWaitsForPlan:
+			logger.V(4).Info("Planned node rejects the pod until the pods planned with it land; keeping the nomination", "pod", klog.KObj(pod), "node", n.NodeName, "nodeClaim", n.NodeClaim, "plugin", plugin)
+			return framework.NewPostFilterResultWithNominatedNode(n.NodeName),
+				fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: waiting for node %s of NodeClaim %s, which %s rejects until the pods planned with this one are bound", Name, n.NodeName, n.NodeClaim, plugin))
 		}
 		pl.provisioner.Forget(pod.UID)
 		if status := pl.submit(pod, m, n.NodeName); status != nil {
@@ -182,14 +191,49 @@ func (pl *NodeProvisioning) forgetBoundPods() error {
 	return nil
 }
 
-// staleNomination reports whether the planned node exists, is initialized and still
-// rejected the pod: then it will never take it.
-func (pl *NodeProvisioning) staleNomination(nodeName string, m framework.NodeToStatusReader) bool {
+// verdict is what a planned node says of its pod.
+type verdict int
+
+const (
+	// nodePending: the node has not registered or is not initialized yet.
+	nodePending verdict = iota
+	// nodeWaitsForPlan: the initialized node rejects the pod only for where other pods run,
+	// which changes as the pods planned with it are bound.
+	nodeWaitsForPlan
+	// nodeRejects: the initialized node rejects the pod and will not take it later either.
+	nodeRejects
+)
+
+// plannedNode judges the planned node from its filter result, naming the rejecting plugin.
+func (pl *NodeProvisioning) plannedNode(nodeName string, m framework.NodeToStatusReader) (verdict, string) {
 	info, err := pl.handle.SnapshotSharedLister().NodeInfos().Get(nodeName)
-	if err != nil {
-		return false
+	if err != nil || info.Node().Labels[initializedLabel] != "true" {
+		return nodePending, ""
 	}
-	return info.Node().Labels[initializedLabel] == "true" && m.Get(nodeName).IsRejected()
+	st := m.Get(nodeName)
+	switch {
+	case !st.IsRejected():
+		return nodePending, ""
+	case waitsForPlan(st):
+		return nodeWaitsForPlan, st.Plugin()
+	}
+	return nodeRejects, st.Plugin()
+}
+
+// waitsForPlan reports whether a rejection can pass as the pods of the plan are bound: a
+// topology spread skew, or required pod affinity for pods not bound yet. The scheduler tries
+// the pod again when pods are bound. Filters stop at the first rejection, and these two run
+// after the resource, port, taint, node affinity and volume filters, so such a rejection also
+// says the node otherwise takes the pod. Anti-affinity and a missing topology label only get
+// worse as pods are bound: they reject for good.
+func waitsForPlan(st *fwk.Status) bool {
+	switch st.Plugin() {
+	case names.PodTopologySpread:
+		return slices.Contains(st.Reasons(), podtopologyspread.ErrReasonConstraintsNotMatch)
+	case names.InterPodAffinity:
+		return slices.Contains(st.Reasons(), interpodaffinity.ErrReasonAffinityRulesNotMatch)
+	}
+	return false
 }
 
 // rejections groups the filter results by plugin and reason, with the nodes behind each.

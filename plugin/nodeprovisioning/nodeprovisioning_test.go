@@ -2,6 +2,7 @@ package nodeprovisioning
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -56,7 +57,19 @@ func TestPostFilter(t *testing.T) {
 	plannedReady := st.MakeNode().Name("ip-10-0-0-1.ec2.internal").Label(initializedLabel, "true").Obj()
 	taintStatus := fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node(s) had untolerated taint {CriticalAddonsOnly: true}").WithPlugin("TaintToleration")
 	cpuStatus := fwk.NewStatus(fwk.Unschedulable, "Insufficient cpu").WithPlugin("NodeResourcesFit")
+	spreadStatus := fwk.NewStatus(fwk.Unschedulable, "node(s) didn't match pod topology spread constraints").WithPlugin("PodTopologySpread")
+	spreadLabelStatus := fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node(s) didn't match pod topology spread constraints (missing required label)").WithPlugin("PodTopologySpread")
+	affinityStatus := fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node(s) didn't match pod affinity rules").WithPlugin("InterPodAffinity")
+	antiAffinityStatus := fwk.NewStatus(fwk.Unschedulable, "node(s) didn't match pod anti-affinity rules").WithPlugin("InterPodAffinity")
 	nomination := Nomination{NodeName: "ip-10-0-0-1.ec2.internal", NodeClaim: "general-abcde"}
+	stale := func(status *fwk.Status) []submitted {
+		return []submitted{{
+			Pod:        "web-0",
+			Rejections: []*provisionerv1.Rejection{{Plugin: status.Plugin(), Reason: status.Message(), Unresolvable: status.Code() == fwk.UnschedulableAndUnresolvable, NodeCount: 1, Nodes: []string{"ip-10-0-0-1.ec2.internal"}}},
+			Message:    fmt.Sprintf("0/1 nodes are available: 1 node(s): %s (%s)", status.Message(), status.Plugin()),
+			StaleNode:  "ip-10-0-0-1.ec2.internal",
+		}}
+	}
 
 	tests := []struct {
 		name          string
@@ -111,6 +124,48 @@ func TestPostFilter(t *testing.T) {
 				StaleNode:  "ip-10-0-0-1.ec2.internal",
 			}},
 			wantForgotten: []types.UID{"uid-0"},
+		},
+		{
+			name:          "an initialized planned node whose topology spread waits for the other planned pods keeps the nomination",
+			nodes:         []*v1.Node{plannedReady},
+			statuses:      map[string]*fwk.Status{plannedReady.Name: spreadStatus},
+			nominations:   map[types.UID]Nomination{"uid-0": nomination},
+			wantNominated: "ip-10-0-0-1.ec2.internal",
+			wantStatus:    fwk.NewStatus(fwk.Unschedulable, "NodeProvisioning: waiting for node ip-10-0-0-1.ec2.internal of NodeClaim general-abcde, which PodTopologySpread rejects until the pods planned with this one are bound"),
+		},
+		{
+			name:          "an initialized planned node whose pod affinity waits for the other planned pods keeps the nomination",
+			nodes:         []*v1.Node{plannedReady},
+			statuses:      map[string]*fwk.Status{plannedReady.Name: affinityStatus},
+			nominations:   map[types.UID]Nomination{"uid-0": nomination},
+			wantNominated: "ip-10-0-0-1.ec2.internal",
+			wantStatus:    fwk.NewStatus(fwk.Unschedulable, "NodeProvisioning: waiting for node ip-10-0-0-1.ec2.internal of NodeClaim general-abcde, which InterPodAffinity rejects until the pods planned with this one are bound"),
+		},
+		{
+			name:          "an initialized planned node that pod anti-affinity rejects makes the plan stale",
+			nodes:         []*v1.Node{plannedReady},
+			statuses:      map[string]*fwk.Status{plannedReady.Name: antiAffinityStatus},
+			nominations:   map[types.UID]Nomination{"uid-0": nomination},
+			wantStatus:    fwk.NewStatus(fwk.Unschedulable, "NodeProvisioning: node ip-10-0-0-1.ec2.internal of NodeClaim general-abcde cannot take the pod; provisioning again"),
+			wantSubmitted: stale(antiAffinityStatus),
+			wantForgotten: []types.UID{"uid-0"},
+		},
+		{
+			name:          "an initialized planned node without a spread constraint's topology label makes the plan stale",
+			nodes:         []*v1.Node{plannedReady},
+			statuses:      map[string]*fwk.Status{plannedReady.Name: spreadLabelStatus},
+			nominations:   map[types.UID]Nomination{"uid-0": nomination},
+			wantStatus:    fwk.NewStatus(fwk.Unschedulable, "NodeProvisioning: node ip-10-0-0-1.ec2.internal of NodeClaim general-abcde cannot take the pod; provisioning again"),
+			wantSubmitted: stale(spreadLabelStatus),
+			wantForgotten: []types.UID{"uid-0"},
+		},
+		{
+			name:          "a planned node not initialized yet that topology spread rejects keeps the nomination",
+			nodes:         []*v1.Node{planned},
+			statuses:      map[string]*fwk.Status{planned.Name: spreadStatus},
+			nominations:   map[types.UID]Nomination{"uid-0": nomination},
+			wantNominated: "ip-10-0-0-1.ec2.internal",
+			wantStatus:    fwk.NewStatus(fwk.Unschedulable, "NodeProvisioning: waiting for node ip-10-0-0-1.ec2.internal of NodeClaim general-abcde"),
 		},
 	}
 	for _, tt := range tests {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds every binary the local stack, the demo and the tests run, into _output/bin:
-#   etcd, kube-apiserver, kube-controller-manager (k8s.io/kubernetes at the go.mod version),
-#   kwok, and Tailor's own binaries.
+#   etcd, kube-apiserver, kube-controller-manager, kube-scheduler (k8s.io/kubernetes at the
+#   go.mod version), kwok, and Tailor's own binaries.
 # Kubernetes binaries and kwok are cached by version under $TAILOR_CACHE, so a warm machine
 # links them in seconds; Tailor's binaries rebuild incrementally from the Go build cache.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -14,15 +14,26 @@ cd "$TAILOR_ROOT"
 k8s_version=$(module_version k8s.io/kubernetes)
 etcd_version=$(module_version go.etcd.io/etcd/server/v3)
 kube_cache="$TAILOR_CACHE/bin/kubernetes-$k8s_version-etcd-$etcd_version-$GO_VERSION"
-if [[ ! -x "$kube_cache/kube-apiserver" || ! -x "$kube_cache/kube-controller-manager" || ! -x "$kube_cache/etcd" ]]; then
-  log "building kube-apiserver, kube-controller-manager $k8s_version and etcd $etcd_version (first time: a few minutes)"
-  mkdir -p "$kube_cache.tmp"
-  go build -ldflags "$(kube_ldflags "$k8s_version")" -o "$kube_cache.tmp/" \
-    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
-  go build -o "$kube_cache.tmp/etcd" go.etcd.io/etcd/server/v3
-  rm -rf "$kube_cache" && mv "$kube_cache.tmp" "$kube_cache"
+kube_bins=(kube-apiserver kube-controller-manager kube-scheduler)
+# Only what the cache lacks is built, into a scratch directory, then moved in one binary at a
+# time, so stacks running from the cache keep their binaries.
+missing=()
+for b in "${kube_bins[@]}"; do
+  [[ -x "$kube_cache/$b" ]] || missing+=("k8s.io/kubernetes/cmd/$b")
+done
+if (( ${#missing[@]} > 0 )) || [[ ! -x "$kube_cache/etcd" ]]; then
+  log "building Kubernetes $k8s_version and etcd $etcd_version binaries the cache lacks (first time: a few minutes)"
+  mkdir -p "$TAILOR_CACHE/bin"
+  scratch=$(mktemp -d "$TAILOR_CACHE/bin/.build-XXXXXX")
+  if (( ${#missing[@]} > 0 )); then
+    go build -ldflags "$(kube_ldflags "$k8s_version")" -o "$scratch/" "${missing[@]}"
+  fi
+  [[ -x "$kube_cache/etcd" ]] || go build -o "$scratch/etcd" go.etcd.io/etcd/server/v3
+  mkdir -p "$kube_cache"
+  for f in "$scratch"/*; do mv -f "$f" "$kube_cache/"; done
+  rm -rf "$scratch"
 fi
-for b in kube-apiserver kube-controller-manager etcd; do ln -sf "$kube_cache/$b" "$bin/$b"; done
+for b in "${kube_bins[@]}" etcd; do ln -sf "$kube_cache/$b" "$bin/$b"; done
 
 kwok=$(go_tool kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION")
 ln -sf "$kwok" "$bin/kwok"

@@ -30,6 +30,7 @@ type identity struct {
 var identities = []identity{
 	{name: "admin", user: "tailor-admin", groups: []string{"system:masters"}},
 	{name: "kube-controller-manager", user: "system:kube-controller-manager"},
+	{name: "kube-scheduler", user: "system:kube-scheduler"},
 	{name: "tailor-scheduler", user: "system:serviceaccount:tailor:tailor-scheduler"},
 	{name: "tailor-provisioner", user: "system:serviceaccount:tailor:tailor-provisioner"},
 	// The local AWS endpoint plays the kubelets and the cloud controller of its instances.

@@ -1,6 +1,6 @@
-// Package localstack runs Tailor's whole system on one machine: etcd, kube-apiserver and
-// kube-controller-manager on loopback with RBAC, kwok for simulated node and pod status,
-// the local AWS endpoint, the provisioner sidecar and tailor-scheduler. make up, make demo
+// Package localstack runs Tailor's whole system on one machine: etcd, kube-apiserver,
+// kube-controller-manager and kube-scheduler on loopback with RBAC, kwok for simulated node
+// and pod status, the local AWS endpoint, the provisioner sidecar and tailor-scheduler. make up, make demo
 // and the end-to-end tests all start it through this package.
 package localstack
 
@@ -35,13 +35,16 @@ const (
 	Etcd              = "etcd"
 	APIServer         = "kube-apiserver"
 	ControllerManager = "kube-controller-manager"
-	Kwok              = "kwok"
-	LocalAWS          = "local-aws"
-	Provisioner       = "tailor-provisioner"
-	Scheduler         = "tailor-scheduler"
+	// KubeScheduler is the cluster's default scheduler, which places pods that do not ask for
+	// tailor-scheduler, DaemonSet pods among them, as on any real cluster.
+	KubeScheduler = "kube-scheduler"
+	Kwok          = "kwok"
+	LocalAWS      = "local-aws"
+	Provisioner   = "tailor-provisioner"
+	Scheduler     = "tailor-scheduler"
 )
 
-var startOrder = []string{Etcd, APIServer, ControllerManager, Kwok, LocalAWS, Provisioner, Scheduler}
+var startOrder = []string{Etcd, APIServer, ControllerManager, KubeScheduler, Kwok, LocalAWS, Provisioner, Scheduler}
 
 // Defaults.
 const (
@@ -109,7 +112,7 @@ func Up(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
-	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kwok", "tailor-local-aws", "tailor-provisioner", "tailor-scheduler"} {
+	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "tailor-local-aws", "tailor-provisioner", "tailor-scheduler"} {
 		if _, err := os.Stat(opts.bin(name)); err != nil {
 			return nil, fmt.Errorf("missing %s: run `make binaries` (hack/build.sh) first: %w", opts.bin(name), err)
 		}
@@ -123,7 +126,7 @@ func Up(ctx context.Context, opts Options) (_ *Stack, err error) {
 			s.Down()
 		}
 	}()
-	for _, p := range []string{"etcd-client", "etcd-peer", "apiserver", "scheduler", "provisioner-metrics", "provisioner-health", "kwok"} {
+	for _, p := range []string{"etcd-client", "etcd-peer", "apiserver", "kube-scheduler", "scheduler", "provisioner-metrics", "provisioner-health", "kwok"} {
 		if s.ports[p], err = freePort(); err != nil {
 			return nil, err
 		}
@@ -156,6 +159,8 @@ func (s *Stack) Start(ctx context.Context, name string) error {
 		err = s.startAPIServer(ctx)
 	case ControllerManager:
 		err = s.startControllerManager(ctx)
+	case KubeScheduler:
+		err = s.startKubeScheduler(ctx)
 	case Kwok:
 		err = s.startKwok(ctx)
 	case LocalAWS:
@@ -308,6 +313,36 @@ func (s *Stack) startControllerManager(ctx context.Context) error {
 	})
 }
 
+// startKubeScheduler runs the upstream kube-scheduler with its default profile
+// (default-scheduler) under the control plane's own identity.
+func (s *Stack) startKubeScheduler(ctx context.Context) error {
+	kc := kubeconfigPath(s.opts.Dir, "kube-scheduler")
+	cfgPath := filepath.Join(s.opts.Dir, "kube-scheduler-config.yaml")
+	cfg, err := yaml.Marshal(map[string]any{
+		"apiVersion":       "kubescheduler.config.k8s.io/v1",
+		"kind":             "KubeSchedulerConfiguration",
+		"clientConnection": map[string]any{"kubeconfig": kc},
+		"leaderElection":   map[string]any{"leaderElect": false},
+	})
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(cfgPath, cfg, 0o644); err != nil {
+		return err
+	}
+	port := s.ports["kube-scheduler"]
+	err = s.run(KubeScheduler, s.opts.bin("kube-scheduler"), []string{
+		"--config", cfgPath,
+		"--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc,
+		"--authentication-skip-lookup",
+		"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port),
+	})
+	if err != nil {
+		return err
+	}
+	return s.waitFor(ctx, KubeScheduler, 60*time.Second, httpOK(fmt.Sprintf("https://127.0.0.1:%d/healthz", port), insecureLoopback()))
+}
+
 func (s *Stack) startKwok(ctx context.Context) error {
 	err := s.run(Kwok, s.opts.bin("kwok"), []string{
 		"--kubeconfig", kubeconfigPath(s.opts.Dir, "kwok"),
@@ -448,8 +483,12 @@ func (s *Stack) startScheduler(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed loopback health check
-	return s.waitFor(ctx, Scheduler, 60*time.Second, httpOK(fmt.Sprintf("https://127.0.0.1:%d/healthz", port), insecure))
+	return s.waitFor(ctx, Scheduler, 60*time.Second, httpOK(fmt.Sprintf("https://127.0.0.1:%d/healthz", port), insecureLoopback()))
+}
+
+// insecureLoopback checks the health of servers on loopback that serve self-signed certificates.
+func insecureLoopback() *http.Client {
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed loopback health check
 }
 
 // writeSchedulerConfig renders manifests/scheduler/config.yaml for the local stack: the

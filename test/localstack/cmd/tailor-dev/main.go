@@ -91,7 +91,7 @@ func demo(ctx context.Context, root string, bootDelay time.Duration) (err error)
 		return err
 	}
 	start := time.Now()
-	fmt.Println("starting the local stack: etcd, kube-apiserver, kube-controller-manager, kwok, local AWS endpoint, tailor-provisioner, tailor-scheduler")
+	fmt.Println("starting the local stack: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, local AWS endpoint, tailor-provisioner, tailor-scheduler")
 	stack, err := localstack.Up(ctx, localstack.Options{Root: root, Dir: dir, BootDelay: bootDelay, Progress: os.Stdout})
 	if err != nil {
 		return err

@@ -116,6 +116,37 @@ type Unschedulable struct {
 	Reason string
 }
 
+// Remaining is what a NodePool's limits leave after the capacity already launched from it:
+// limits minus each of used, for the resources the limits name. Nil when there are no
+// limits.
+func Remaining(limits corev1.ResourceList, used []corev1.ResourceList) corev1.ResourceList {
+	if len(limits) == 0 {
+		return nil
+	}
+	out := corev1.ResourceList{}
+	for k, v := range limits {
+		out[k] = v.DeepCopy()
+	}
+	for _, u := range used {
+		for k, r := range out {
+			if q, ok := u[k]; ok {
+				r.Sub(q)
+				out[k] = r
+			}
+		}
+	}
+	return out
+}
+
+// ClaimedCapacity is what a NodeClaim counts against its NodePool's limits: the capacity of
+// what was launched, or what it requests before that is known.
+func ClaimedCapacity(nc *karpv1.NodeClaim) corev1.ResourceList {
+	if len(nc.Status.Capacity) > 0 {
+		return nc.Status.Capacity
+	}
+	return nc.Spec.Resources.Requests
+}
+
 // PricePerHour is the expected hourly price of the plan's new NodeClaims.
 func (p Plan) PricePerHour() float64 {
 	total := 0.0

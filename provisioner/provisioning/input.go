@@ -96,30 +96,13 @@ func (p *Provisioner) input(ctx context.Context, sel NodePoolSelector, pods []*c
 
 // remaining is the NodePool's limits minus the capacity of its NodeClaims.
 func remaining(np *karpv1.NodePool, claims []karpv1.NodeClaim) corev1.ResourceList {
-	if len(np.Spec.Limits) == 0 {
-		return nil
-	}
-	out := corev1.ResourceList{}
-	for k, v := range np.Spec.Limits {
-		out[k] = v.DeepCopy()
-	}
-	for _, nc := range claims {
-		if nc.Labels[karpv1.NodePoolLabelKey] != np.Name {
-			continue
-		}
-		used := nc.Status.Capacity
-		if len(used) == 0 {
-			used = nc.Spec.Resources.Requests
-		}
-		for k := range out {
-			if q, ok := used[k]; ok {
-				r := out[k]
-				r.Sub(q)
-				out[k] = r
-			}
+	var used []corev1.ResourceList
+	for i := range claims {
+		if claims[i].Labels[karpv1.NodePoolLabelKey] == np.Name {
+			used = append(used, packing.ClaimedCapacity(&claims[i]))
 		}
 	}
-	return out
+	return packing.Remaining(corev1.ResourceList(np.Spec.Limits), used)
 }
 
 // nodes describes the cluster to the planner, each node with its bound pods and the pods

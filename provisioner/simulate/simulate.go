@@ -264,40 +264,21 @@ func (m *manifests) nodeClass(np *karpv1.NodePool) (*awsv1.EC2NodeClass, error) 
 // NodeClaims whose Node is not listed (their status.capacity, else what they request).
 // Nil when the NodePool has no limits.
 func (m *manifests) remaining(np *karpv1.NodePool, unregistered []*karpv1.NodeClaim) corev1.ResourceList {
-	if len(np.Spec.Limits) == 0 {
-		return nil
-	}
-	out := corev1.ResourceList{}
-	for k, v := range np.Spec.Limits {
-		out[k] = v.DeepCopy()
-	}
-	subtract := func(used corev1.ResourceList) {
-		for k, r := range out {
-			if q, ok := used[k]; ok {
-				r.Sub(q)
-				out[k] = r
-			}
-		}
-	}
+	var used []corev1.ResourceList
 	for _, n := range m.nodes {
 		if n.Labels[karpv1.NodePoolLabelKey] != np.Name {
 			continue
 		}
 		if len(n.Status.Capacity) > 0 {
-			subtract(n.Status.Capacity)
+			used = append(used, n.Status.Capacity)
 		} else {
-			subtract(n.Status.Allocatable)
+			used = append(used, n.Status.Allocatable)
 		}
 	}
 	for _, nc := range unregistered {
-		if nc.Labels[karpv1.NodePoolLabelKey] != np.Name {
-			continue
-		}
-		if len(nc.Status.Capacity) > 0 {
-			subtract(nc.Status.Capacity)
-		} else {
-			subtract(nc.Spec.Resources.Requests)
+		if nc.Labels[karpv1.NodePoolLabelKey] == np.Name {
+			used = append(used, packing.ClaimedCapacity(nc))
 		}
 	}
-	return out
+	return packing.Remaining(corev1.ResourceList(np.Spec.Limits), used)
 }

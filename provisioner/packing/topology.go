@@ -131,18 +131,50 @@ func (c *constraint) String() string {
 // topologyIndex holds the round's trackers and anti-affinity terms, indexed by one label
 // their selectors require so that matching pods against them stays cheap.
 type topologyIndex struct {
-	trackers map[string]*tracker
-	byLabel  map[string][]*tracker
-	other    []*tracker
-	anti     map[string]*antiTerm
-	antiBy   map[string][]*antiTerm
-	antiRest []*antiTerm
+	trackers     map[string]*tracker
+	trackerIndex labelIndex[*tracker]
+	anti         map[string]*antiTerm
+	antiIndex    labelIndex[*antiTerm]
 }
 
 func newTopologyIndex() *topologyIndex {
-	return &topologyIndex{
-		trackers: map[string]*tracker{}, byLabel: map[string][]*tracker{},
-		anti: map[string]*antiTerm{}, antiBy: map[string][]*antiTerm{},
+	return &topologyIndex{trackers: map[string]*tracker{}, anti: map[string]*antiTerm{}}
+}
+
+// labelIndex finds the items whose selectors may match a pod's labels: those indexed under
+// a key=value pair the selector requires, and those with no such pair.
+type labelIndex[T interface {
+	matches(string, labels.Set) bool
+}] struct {
+	byLabel map[string][]T
+	rest    []T
+}
+
+func (x *labelIndex[T]) add(item T, label string) {
+	if label == "" {
+		x.rest = append(x.rest, item)
+		return
+	}
+	if x.byLabel == nil {
+		x.byLabel = map[string][]T{}
+	}
+	x.byLabel[label] = append(x.byLabel[label], item)
+}
+
+// matching calls fn for every item whose selector and namespaces match the pod's.
+func (x *labelIndex[T]) matching(namespace string, l map[string]string, fn func(T)) {
+	set := labels.Set(l)
+	for k, v := range l {
+		for _, item := range x.byLabel[k+"="+v] {
+			if item.matches(namespace, set) {
+				fn(item)
+			}
+		}
+	}
+	for _, item := range x.rest {
+		if item.matches(namespace, set) {
+			fn(item)
+		}
 	}
 }
 
@@ -255,11 +287,7 @@ func (x *topologyIndex) spreadTracker(g *group, c *corev1.TopologySpreadConstrai
 
 func (x *topologyIndex) add(id string, t *tracker, label string) {
 	x.trackers[id] = t
-	if label == "" {
-		x.other = append(x.other, t)
-	} else {
-		x.byLabel[label] = append(x.byLabel[label], t)
-	}
+	x.trackerIndex.add(t, label)
 }
 
 // antiTermOf returns the anti-affinity term's owner counter, creating it.
@@ -272,45 +300,19 @@ func (x *topologyIndex) antiTermOf(pod *corev1.Pod, term *corev1.PodAffinityTerm
 	}
 	a := &antiTerm{key: term.TopologyKey, namespaces: ns, selector: sel, owners: map[string]int{}}
 	x.anti[id] = a
-	if l := indexLabel(term.LabelSelector); l != "" {
-		x.antiBy[l] = append(x.antiBy[l], a)
-	} else {
-		x.antiRest = append(x.antiRest, a)
-	}
+	x.antiIndex.add(a, indexLabel(term.LabelSelector))
 	return a
 }
 
 // matchingTrackers calls fn for every tracker counting pods with these labels.
 func (x *topologyIndex) matchingTrackers(namespace string, l map[string]string, fn func(*tracker)) {
-	set := labels.Set(l)
-	for k, v := range l {
-		for _, t := range x.byLabel[k+"="+v] {
-			if t.matches(namespace, set) {
-				fn(t)
-			}
-		}
-	}
-	for _, t := range x.other {
-		if t.matches(namespace, set) {
-			fn(t)
-		}
-	}
+	x.trackerIndex.matching(namespace, l, fn)
 }
 
+// matchingAntiTerms calls fn for every anti-affinity term whose selector matches pods with
+// these labels.
 func (x *topologyIndex) matchingAntiTerms(namespace string, l map[string]string, fn func(*antiTerm)) {
-	set := labels.Set(l)
-	for k, v := range l {
-		for _, a := range x.antiBy[k+"="+v] {
-			if a.matches(namespace, set) {
-				fn(a)
-			}
-		}
-	}
-	for _, a := range x.antiRest {
-		if a.matches(namespace, set) {
-			fn(a)
-		}
-	}
+	x.antiIndex.matching(namespace, l, fn)
 }
 
 // requiredAntiTerms lists a pod's required anti-affinity terms.

@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
@@ -198,6 +199,7 @@ func (p *pool) withinLimits(capacity vec) bool {
 
 // daemon is a DaemonSet's pod as it would run on a new node.
 type daemon struct {
+	uid      types.UID
 	pod      *corev1.Pod
 	need     vec
 	affinity nodeaffinity.RequiredNodeAffinity
@@ -226,6 +228,7 @@ func newDaemon(ds *appsv1.DaemonSet, d *dims) *daemon {
 		pod.Spec.Tolerations = append(pod.Spec.Tolerations, corev1.Toleration{Key: corev1.TaintNodeNetworkUnavailable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
 	}
 	return &daemon{
+		uid:       ds.UID,
 		pod:       pod,
 		need:      d.of(podRequests(pod)),
 		affinity:  nodeaffinity.GetRequiredNodeAffinity(pod),
@@ -253,14 +256,10 @@ func (ds *daemon) landsOn(o *offer) bool {
 	return ok
 }
 
-// ownedBy reports whether the pod belongs to the DaemonSet.
-func (ds *daemon) ownedBy(pod *corev1.Pod, uid string) bool {
-	for _, ref := range pod.OwnerReferences {
-		if ref.Controller != nil && *ref.Controller && string(ref.UID) == uid {
-			return true
-		}
-	}
-	return false
+// owns reports whether the pod belongs to the DaemonSet.
+func (ds *daemon) owns(pod *corev1.Pod) bool {
+	ref := metav1.GetControllerOf(pod)
+	return ref != nil && ref.UID == ds.uid
 }
 
 // compat is which offers of a pool a group's pods may run on, by taints, node selector,

@@ -275,9 +275,8 @@ func (s *solver) existingNode(in *Node) *node {
 	}
 	if in.NodeClaim != nil {
 		// DaemonSet pods not running yet on a launched node will take their share.
-		for i, ds := range s.daemons {
-			uid := string(s.in.DaemonSets[i].UID)
-			present := slices.ContainsFunc(in.Pods, func(p *corev1.Pod) bool { return ds.ownedBy(p, uid) })
+		for _, ds := range s.daemons {
+			present := slices.ContainsFunc(in.Pods, ds.owns)
 			if present || !tolerates(ds.pod.Spec.Tolerations, in.Node.Spec.Taints) {
 				continue
 			}

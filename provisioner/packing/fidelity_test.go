@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/utils/ptr"
 
@@ -69,21 +70,10 @@ func endState(t testing.TB, in packing.Input, plan packing.Plan) filtercheck.Clu
 }
 
 func toleratesAll(pod *corev1.Pod, taints []corev1.Taint) bool {
-	for _, taint := range taints {
-		if taint.Effect == corev1.TaintEffectPreferNoSchedule {
-			continue
-		}
-		ok := false
-		for _, tol := range pod.Spec.Tolerations {
-			if tol.ToleratesTaint(&taint) {
-				ok = true
-			}
-		}
-		if !ok {
-			return false
-		}
-	}
-	return true
+	_, untolerated := corev1helpers.FindMatchingUntoleratedTaint(taints, pod.Spec.Tolerations, func(t *corev1.Taint) bool {
+		return t.Effect != corev1.TaintEffectPreferNoSchedule
+	})
+	return !untolerated
 }
 
 func newNode(t testing.TB, name string, nc packing.NewNodeClaim) *corev1.Node {

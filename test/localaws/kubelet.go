@@ -1,6 +1,7 @@
 package localaws
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -29,6 +30,42 @@ const (
 // visibleMemoryFraction is the share of an instance's memory its kernel reports to the
 // kubelet; the rest goes to the hypervisor and firmware.
 const visibleMemoryFraction = 0.95
+
+// The kubelet's default hard eviction thresholds, held back from allocatable.
+const (
+	defaultMemoryEviction = "100Mi"
+	defaultNodefsEviction = "10%"
+)
+
+// nodeadmKubeReserved is the kube-reserved nodeadm configures on AL2023 for what the user's
+// configuration leaves out: CPU by the EKS AMI's bands (6% of the first core, 1% of the
+// second, 0.5% of the next two, 0.25% of the rest), 255Mi plus 11Mi per pod of memory and
+// 1Gi of ephemeral storage. It is written from nodeadm's documented behaviour, apart from
+// the provisioner's model of it, so the two can disagree in a test.
+func nodeadmKubeReserved(vcpus, maxPods int64, configured corev1.ResourceList) corev1.ResourceList {
+	milli := int64(0)
+	for core := int64(1); core <= vcpus; core++ {
+		switch {
+		case core == 1:
+			milli += 600
+		case core == 2:
+			milli += 100
+		case core <= 4:
+			milli += 50
+		default:
+			milli += 25
+		}
+	}
+	out := corev1.ResourceList{
+		corev1.ResourceCPU:              *resource.NewMilliQuantity(milli/10, resource.DecimalSI),
+		corev1.ResourceMemory:           *resource.NewQuantity((255+11*maxPods)<<20, resource.BinarySI),
+		corev1.ResourceEphemeralStorage: resource.MustParse("1Gi"),
+	}
+	for name, q := range configured {
+		out[name] = q
+	}
+	return out
+}
 
 // nodeClient is what the simulated kubelet needs of the Nodes API.
 type nodeClient interface {
@@ -221,14 +258,24 @@ func buildNode(in nodeInput) *corev1.Node {
 	}
 
 	allocatable := capacity.DeepCopy()
-	for _, reserved := range []corev1.ResourceList{in.settings.kubeReserved, in.settings.systemReserved} {
+	kubeReserved := in.settings.kubeReserved
+	if in.settings.nodeadm {
+		kubeReserved = nodeadmKubeReserved(int64(t.VCPU), pods, in.settings.kubeReserved)
+	}
+	for _, reserved := range []corev1.ResourceList{kubeReserved, in.settings.systemReserved} {
 		for name, q := range reserved {
 			subtract(allocatable, name, q)
 		}
 	}
-	if in.settings.memoryEviction != "" {
-		if q, err := evictionThreshold(in.settings.memoryEviction, capacity[corev1.ResourceMemory]); err == nil {
-			subtract(allocatable, corev1.ResourceMemory, q)
+	for _, e := range []struct {
+		resource  corev1.ResourceName
+		threshold string
+	}{
+		{corev1.ResourceMemory, cmp.Or(in.settings.memoryEviction, defaultMemoryEviction)},
+		{corev1.ResourceEphemeralStorage, cmp.Or(in.settings.nodefsEviction, defaultNodefsEviction)},
+	} {
+		if q, err := evictionThreshold(e.threshold, capacity[e.resource]); err == nil {
+			subtract(allocatable, e.resource, q)
 		}
 	}
 

@@ -87,12 +87,12 @@ func TestBuildNode(t *testing.T) {
 		want         nodeSummary
 	}{
 		{
-			name:         "without user data the node has the kubelet's labels and the catalog's pod limit",
+			name:         "without user data the node has the kubelet's labels, the catalog's pod limit and the kubelet's default eviction thresholds",
 			instanceType: "m5.large",
 			want: nodeSummary{
 				Labels:      kubeletLabels("m5.large", "amd64", nil),
 				Capacity:    map[string]string{"cpu": "2", "memory": "7782Mi", "pods": "29", "ephemeral-storage": "20Gi"},
-				Allocatable: map[string]string{"cpu": "2", "memory": "7782Mi", "pods": "29", "ephemeral-storage": "20Gi"},
+				Allocatable: map[string]string{"cpu": "2", "memory": "7682Mi", "pods": "29", "ephemeral-storage": "18Gi"},
 			},
 		},
 		{
@@ -104,7 +104,7 @@ func TestBuildNode(t *testing.T) {
 				Labels:      kubeletLabels("m5.large", "amd64", map[string]string{"karpenter.sh/nodepool": "general", "team": "a"}),
 				Taints:      []string{"karpenter.sh/unregistered:NoExecute", "dedicated=gpu:NoSchedule"},
 				Capacity:    map[string]string{"cpu": "2", "memory": "7782Mi", "pods": "58", "ephemeral-storage": "80Gi"},
-				Allocatable: map[string]string{"cpu": "1830m", "memory": "7008Mi", "pods": "58", "ephemeral-storage": "79Gi"},
+				Allocatable: map[string]string{"cpu": "1830m", "memory": "7008Mi", "pods": "58", "ephemeral-storage": "71Gi"},
 			},
 		},
 		{
@@ -113,7 +113,7 @@ func TestBuildNode(t *testing.T) {
 			want: nodeSummary{
 				Labels:      kubeletLabels("g4dn.xlarge", "amd64", nil),
 				Capacity:    map[string]string{"cpu": "4", "memory": "15564Mi", "pods": "29", "ephemeral-storage": "20Gi", "nvidia.com/gpu": "1"},
-				Allocatable: map[string]string{"cpu": "4", "memory": "15564Mi", "pods": "29", "ephemeral-storage": "20Gi", "nvidia.com/gpu": "1"},
+				Allocatable: map[string]string{"cpu": "4", "memory": "15464Mi", "pods": "29", "ephemeral-storage": "18Gi", "nvidia.com/gpu": "1"},
 			},
 		},
 		{
@@ -122,7 +122,7 @@ func TestBuildNode(t *testing.T) {
 			want: nodeSummary{
 				Labels:      kubeletLabels("g4ad.xlarge", "amd64", nil),
 				Capacity:    map[string]string{"cpu": "4", "memory": "15564Mi", "pods": "8", "ephemeral-storage": "20Gi", "amd.com/gpu": "1"},
-				Allocatable: map[string]string{"cpu": "4", "memory": "15564Mi", "pods": "8", "ephemeral-storage": "20Gi", "amd.com/gpu": "1"},
+				Allocatable: map[string]string{"cpu": "4", "memory": "15464Mi", "pods": "8", "ephemeral-storage": "18Gi", "amd.com/gpu": "1"},
 			},
 		},
 		{
@@ -131,18 +131,19 @@ func TestBuildNode(t *testing.T) {
 			want: nodeSummary{
 				Labels:      kubeletLabels("inf2.xlarge", "amd64", nil),
 				Capacity:    map[string]string{"cpu": "4", "memory": "15564Mi", "pods": "58", "ephemeral-storage": "20Gi", "aws.amazon.com/neuron": "1"},
-				Allocatable: map[string]string{"cpu": "4", "memory": "15564Mi", "pods": "58", "ephemeral-storage": "20Gi", "aws.amazon.com/neuron": "1"},
+				Allocatable: map[string]string{"cpu": "4", "memory": "15464Mi", "pods": "58", "ephemeral-storage": "18Gi", "aws.amazon.com/neuron": "1"},
 			},
 		},
 		{
-			name:         "eviction as a percentage and reservations larger than the node",
+			name:         "eviction as a percentage, reservations larger than the node and nodeadm's defaults for the rest",
 			instanceType: "m6g.large",
 			settings:     percentEviction,
 			want: nodeSummary{
 				Labels:   kubeletLabels("m6g.large", "arm64", nil),
 				Capacity: map[string]string{"cpu": "2", "memory": "7782Mi", "pods": "29", "ephemeral-storage": "20Gi"},
-				// 90% of 7782Mi, in bytes.
-				Allocatable: map[string]string{"cpu": "0", "memory": "7344016589", "pods": "29", "ephemeral-storage": "20Gi"},
+				// Memory: 90% of 7782Mi less nodeadm's 255Mi+11Mi×29 pods, in bytes. Storage:
+				// 20Gi less nodeadm's 1Gi and the default 10% nodefs threshold.
+				Allocatable: map[string]string{"cpu": "0", "memory": "6742133965", "pods": "29", "ephemeral-storage": "17Gi"},
 			},
 		},
 	}

@@ -55,8 +55,13 @@ type kubeletSettings struct {
 	maxPods        *int32
 	kubeReserved   corev1.ResourceList
 	systemReserved corev1.ResourceList
-	// memoryEviction is the evictionHard memory.available threshold, a quantity or a percentage.
-	memoryEviction string
+	// nodeadm is set when the settings come from a NodeConfig: nodeadm then fills in the
+	// kube-reserved resources the configuration leaves out.
+	nodeadm bool
+	// memoryEviction and nodefsEviction are the evictionHard memory.available and
+	// nodefs.available thresholds, each a quantity or a percentage; empty means the
+	// kubelet's default.
+	memoryEviction, nodefsEviction string
 }
 
 // errNoNodeConfig reports user data that holds no NodeConfig, such as Bottlerocket's TOML.
@@ -165,7 +170,7 @@ func mergeStrings(base, over map[string]string) map[string]string {
 // settingsFrom reads the kubelet configuration and command-line flags. Flags win over the
 // configuration, as they do for the kubelet.
 func settingsFrom(cfg kubeletConfig, flags []string) (kubeletSettings, error) {
-	out := kubeletSettings{labels: map[string]string{}, maxPods: cfg.MaxPods}
+	out := kubeletSettings{labels: map[string]string{}, maxPods: cfg.MaxPods, nodeadm: true}
 	var err error
 	if out.kubeReserved, err = resourceList(cfg.KubeReserved); err != nil {
 		return kubeletSettings{}, fmt.Errorf("reading kubeReserved: %w", err)
@@ -173,11 +178,15 @@ func settingsFrom(cfg kubeletConfig, flags []string) (kubeletSettings, error) {
 	if out.systemReserved, err = resourceList(cfg.SystemReserved); err != nil {
 		return kubeletSettings{}, fmt.Errorf("reading systemReserved: %w", err)
 	}
-	if v, ok := cfg.EvictionHard["memory.available"]; ok {
-		if _, err := evictionThreshold(v, resource.MustParse("1Gi")); err != nil {
-			return kubeletSettings{}, fmt.Errorf("reading evictionHard memory.available: %w", err)
+	for signal, into := range map[string]*string{"memory.available": &out.memoryEviction, "nodefs.available": &out.nodefsEviction} {
+		v, ok := cfg.EvictionHard[signal]
+		if !ok {
+			continue
 		}
-		out.memoryEviction = v
+		if _, err := evictionThreshold(v, resource.MustParse("1Gi")); err != nil {
+			return kubeletSettings{}, fmt.Errorf("reading evictionHard %s: %w", signal, err)
+		}
+		*into = v
 	}
 	for _, flag := range flags {
 		name, value, _ := strings.Cut(strings.TrimLeft(flag, "-"), "=")

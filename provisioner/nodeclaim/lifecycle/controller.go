@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -233,8 +234,21 @@ func ownedBy(refs []metav1.OwnerReference, nc *karpv1.NodeClaim) []metav1.OwnerR
 	})
 }
 
-// initialize marks the NodeClaim Initialized once its node is Ready, its startup taints are
-// gone and every extended resource it was planned for is reported.
+// ephemeralTaints are put on every new node by the Kubernetes control plane (the node
+// lifecycle controller, a cloud controller manager) or by Tailor itself, and lifted without
+// anyone's help once the node is up. Until they are gone the node takes no pods.
+var ephemeralTaints = []corev1.Taint{
+	{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule},
+	{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoExecute},
+	{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoSchedule},
+	{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute},
+	{Key: cloudproviderapi.TaintExternalCloudProvider, Value: "true", Effect: corev1.TaintEffectNoSchedule},
+	karpv1.UnregisteredNoExecuteTaint,
+}
+
+// initialize marks the NodeClaim Initialized once its node is Ready, its startup and
+// ephemeral taints are gone and every extended resource it was planned for is reported:
+// from then on the node takes the pods planned onto it.
 func (c *Controller) initialize(ctx context.Context, nc *karpv1.NodeClaim) (reconcile.Result, error) {
 	node := &corev1.Node{}
 	if err := c.kube.Get(ctx, client.ObjectKey{Name: nc.Status.NodeName}, node); err != nil {
@@ -273,6 +287,13 @@ func notInitialized(nc *karpv1.NodeClaim, node *corev1.Node) string {
 		for _, t := range node.Spec.Taints {
 			if t.MatchTaint(&st) {
 				return "startup taint " + st.ToString() + " is still present"
+			}
+		}
+	}
+	for _, et := range ephemeralTaints {
+		for _, t := range node.Spec.Taints {
+			if t.MatchTaint(&et) {
+				return "taint " + et.ToString() + " is still present"
 			}
 		}
 	}

@@ -1,8 +1,10 @@
-// Package nodeprovisioning is Tailor's PostFilter plugin. When a pod fits no existing node
-// and preemption cannot help, it hands the pod with its filter results to the provisioner
-// sidecar and returns at once. When the sidecar has launched a NodeClaim for the pod, the
-// plugin nominates the pod to that NodeClaim's node, so the pod is bound there as soon as
-// the node registers and nothing else takes its capacity.
+// Package nodeprovisioning is Tailor's PostFilter and Filter plugin. When a pod fits no
+// existing node and preemption cannot help, it hands the pod with its filter results to the
+// provisioner sidecar and returns at once. Once the sidecar has planned the pod onto a
+// NodeClaim, the plugin keeps the pod off every other node (capacity that appears elsewhere
+// was planned for other pods), and when the NodeClaim is launched it nominates the pod to
+// the NodeClaim's node, so the pod is bound there as soon as the node registers and nothing
+// else takes its capacity.
 package nodeprovisioning
 
 import (
@@ -48,7 +50,10 @@ type NodeProvisioning struct {
 	provisioner provisioner
 }
 
-var _ framework.PostFilterPlugin = &NodeProvisioning{}
+var (
+	_ framework.PostFilterPlugin = &NodeProvisioning{}
+	_ framework.FilterPlugin     = &NodeProvisioning{}
+)
 
 // provisioner is what the plugin needs from the provisioner sidecar. Submit must not block.
 type provisioner interface {
@@ -56,15 +61,21 @@ type provisioner interface {
 	Submit(pod *v1.Pod, rejections []*provisionerv1.Rejection, message, staleNode string)
 	// Nomination returns where the pod is planned to land, once known.
 	Nomination(uid types.UID) (Nomination, bool)
+	// Held returns how many pods are nominated to the node and not bound yet.
+	Held(nodeName string) int
 	// Forget drops the pod's submission and nomination.
 	Forget(uid types.UID)
 }
 
-// Nomination is the node a pod is planned to land on.
+// Nomination is where a pod is planned to land: its NodeClaim and, once the NodeClaim is
+// launched, the node it registers as.
 type Nomination struct {
 	NodeName  string
 	NodeClaim string
 }
+
+// launched reports whether the NodeClaim's node name is known.
+func (n Nomination) launched() bool { return n.NodeName != "" }
 
 // Name returns the plugin's name.
 func (pl *NodeProvisioning) Name() string { return Name }
@@ -95,18 +106,48 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 	return pl, nil
 }
 
+// Filter keeps every pod where the provisioner planned it. A pod planned onto a NodeClaim
+// goes to no node but the NodeClaim's; a node launched for planned pods takes no other pod
+// until they are all bound. A node registers before the scheduler has nominated every pod
+// planned onto it, and would otherwise look free to any pending pod, which would take the
+// capacity planned for others and push them onto nodes planned for yet others.
+func (pl *NodeProvisioning) Filter(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	node := nodeInfo.Node().Name
+	n, ok := pl.provisioner.Nomination(pod.UID)
+	switch {
+	case !ok:
+		if held := pl.provisioner.Held(node); held > 0 {
+			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node is held for %d pod(s) planned onto it until they are bound", held))
+		}
+		return nil
+	case node == n.NodeName:
+		return nil
+	case !n.launched():
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("pod is planned for NodeClaim %s, not launched yet", n.NodeClaim))
+	}
+	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("pod is planned for node %s of NodeClaim %s", n.NodeName, n.NodeClaim))
+}
+
 // PostFilter nominates the pod to its planned node, or hands it to the provisioner.
 func (pl *NodeProvisioning) PostFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, m framework.NodeToStatusReader) (*framework.PostFilterResult, *fwk.Status) {
 	logger := klog.FromContext(ctx)
 	if n, ok := pl.provisioner.Nomination(pod.UID); ok {
+		if !n.launched() {
+			logger.V(4).Info("Pod waits for its NodeClaim to launch", "pod", klog.KObj(pod), "nodeClaim", n.NodeClaim)
+			return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: waiting for NodeClaim %s to launch", Name, n.NodeClaim))
+		}
 		switch v, plugin := pl.plannedNode(n.NodeName, m); v {
 		case nodePending:
 			logger.V(4).Info("Nominating pod to its planned node", "pod", klog.KObj(pod), "node", n.NodeName, "nodeClaim", n.NodeClaim)
 			return framework.NewPostFilterResultWithNominatedNode(n.NodeName),
 				fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: waiting for node %s of NodeClaim %s", Name, n.NodeName, n.NodeClaim))
 		case nodeWaitsForPlan:
-			logger.V(4).Info("Planned node rejects the pod until the pods planned with it land; keeping the nomination", "pod", klog.KObj(pod), "node", n.NodeName, "nodeClaim", n.NodeClaim, "plugin", plugin)
-			return framework.NewPostFilterResultWithNominatedNode(n.NodeName),
+			// The scheduler counts the pods nominated to a node as if they ran there. Pods
+			// planned together onto one node for a spread or an affinity would then each
+			// wait for the others, so the nomination is cleared until the node takes the
+			// pod; the plan still keeps the pod off other nodes and other pods off this one.
+			logger.V(4).Info("Planned node rejects the pod until the pods planned with it land; keeping the plan", "pod", klog.KObj(pod), "node", n.NodeName, "nodeClaim", n.NodeClaim, "plugin", plugin)
+			return framework.NewPostFilterResultWithNominatedNode(""),
 				fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: waiting for node %s of NodeClaim %s, which %s rejects until the pods planned with this one are bound", Name, n.NodeName, n.NodeClaim, plugin))
 		}
 		pl.provisioner.Forget(pod.UID)

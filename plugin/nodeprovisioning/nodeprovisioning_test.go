@@ -26,6 +26,7 @@ import (
 // fakeProvisioner records what the plugin hands over.
 type fakeProvisioner struct {
 	nominations map[types.UID]Nomination
+	held        map[string]int
 	submitted   []submitted
 	forgotten   []types.UID
 }
@@ -45,6 +46,8 @@ func (f *fakeProvisioner) Nomination(uid types.UID) (Nomination, bool) {
 	n, ok := f.nominations[uid]
 	return n, ok
 }
+
+func (f *fakeProvisioner) Held(nodeName string) int { return f.held[nodeName] }
 
 func (f *fakeProvisioner) Forget(uid types.UID) { f.forgotten = append(f.forgotten, uid) }
 
@@ -77,6 +80,8 @@ func TestPostFilter(t *testing.T) {
 		statuses      map[string]*fwk.Status
 		nominations   map[types.UID]Nomination
 		wantNominated string
+		// wantCleared: the result clears the pod's nomination.
+		wantCleared   bool
 		wantStatus    *fwk.Status
 		wantSubmitted []submitted
 		wantForgotten []types.UID
@@ -94,6 +99,13 @@ func TestPostFilter(t *testing.T) {
 				},
 				Message: "0/3 nodes are available: 2 node(s): Insufficient cpu (NodeResourcesFit); 1 node(s): node(s) had untolerated taint {CriticalAddonsOnly: true} (TaintToleration)",
 			}},
+		},
+		{
+			name:        "a pod planned onto a NodeClaim not launched yet waits without a nomination",
+			nodes:       []*v1.Node{system},
+			statuses:    map[string]*fwk.Status{"system-0": taintStatus},
+			nominations: map[types.UID]Nomination{"uid-0": {NodeClaim: "general-abcde"}},
+			wantStatus:  fwk.NewStatus(fwk.Unschedulable, "NodeProvisioning: waiting for NodeClaim general-abcde to launch"),
 		},
 		{
 			name:          "a pod with a plan is nominated to the planned node before it exists",
@@ -126,20 +138,20 @@ func TestPostFilter(t *testing.T) {
 			wantForgotten: []types.UID{"uid-0"},
 		},
 		{
-			name:          "an initialized planned node whose topology spread waits for the other planned pods keeps the nomination",
-			nodes:         []*v1.Node{plannedReady},
-			statuses:      map[string]*fwk.Status{plannedReady.Name: spreadStatus},
-			nominations:   map[types.UID]Nomination{"uid-0": nomination},
-			wantNominated: "ip-10-0-0-1.ec2.internal",
-			wantStatus:    fwk.NewStatus(fwk.Unschedulable, "NodeProvisioning: waiting for node ip-10-0-0-1.ec2.internal of NodeClaim general-abcde, which PodTopologySpread rejects until the pods planned with this one are bound"),
+			name:        "an initialized planned node whose topology spread waits for the other planned pods keeps the plan and clears the nomination, which the scheduler would count against it",
+			nodes:       []*v1.Node{plannedReady},
+			statuses:    map[string]*fwk.Status{plannedReady.Name: spreadStatus},
+			nominations: map[types.UID]Nomination{"uid-0": nomination},
+			wantCleared: true,
+			wantStatus:  fwk.NewStatus(fwk.Unschedulable, "NodeProvisioning: waiting for node ip-10-0-0-1.ec2.internal of NodeClaim general-abcde, which PodTopologySpread rejects until the pods planned with this one are bound"),
 		},
 		{
-			name:          "an initialized planned node whose pod affinity waits for the other planned pods keeps the nomination",
-			nodes:         []*v1.Node{plannedReady},
-			statuses:      map[string]*fwk.Status{plannedReady.Name: affinityStatus},
-			nominations:   map[types.UID]Nomination{"uid-0": nomination},
-			wantNominated: "ip-10-0-0-1.ec2.internal",
-			wantStatus:    fwk.NewStatus(fwk.Unschedulable, "NodeProvisioning: waiting for node ip-10-0-0-1.ec2.internal of NodeClaim general-abcde, which InterPodAffinity rejects until the pods planned with this one are bound"),
+			name:        "an initialized planned node whose pod affinity waits for the other planned pods keeps the plan and clears the nomination, which the scheduler would count against it",
+			nodes:       []*v1.Node{plannedReady},
+			statuses:    map[string]*fwk.Status{plannedReady.Name: affinityStatus},
+			nominations: map[types.UID]Nomination{"uid-0": nomination},
+			wantCleared: true,
+			wantStatus:  fwk.NewStatus(fwk.Unschedulable, "NodeProvisioning: waiting for node ip-10-0-0-1.ec2.internal of NodeClaim general-abcde, which InterPodAffinity rejects until the pods planned with this one are bound"),
 		},
 		{
 			name:          "an initialized planned node that pod anti-affinity rejects makes the plan stale",
@@ -202,7 +214,11 @@ func TestPostFilter(t *testing.T) {
 				t.Errorf("status message (-want +got):\n%s", diff)
 			}
 			var nominated string
-			if result != nil && result.NominatingInfo != nil {
+			nominating := result != nil && result.NominatingInfo != nil
+			if cleared := nominating && result.NominatedNodeName == ""; cleared != tt.wantCleared {
+				t.Errorf("nomination cleared = %v, want %v", cleared, tt.wantCleared)
+			}
+			if nominating {
 				nominated = result.NominatedNodeName
 				if result.NominatingMode != framework.ModeOverride {
 					t.Errorf("nominating mode = %v, want ModeOverride", result.NominatingMode)
@@ -216,6 +232,71 @@ func TestPostFilter(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.wantForgotten, prov.forgotten); diff != "" {
 				t.Errorf("forgotten (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestFilter(t *testing.T) {
+	pod := st.MakePod().Namespace("default").Name("web-0").UID("uid-0").Obj()
+	planned := st.MakeNode().Name("ip-10-0-0-1.ec2.internal").Obj()
+	other := st.MakeNode().Name("ip-10-0-0-2.ec2.internal").Obj()
+
+	tests := []struct {
+		name        string
+		nominations map[types.UID]Nomination
+		held        map[string]int
+		node        *v1.Node
+		want        *fwk.Status
+	}{
+		{
+			name: "a pod without a plan may go to a node held for no one",
+			held: map[string]int{planned.Name: 2},
+			node: other,
+		},
+		{
+			name: "a pod without a plan is kept off a node held for pods planned onto it",
+			held: map[string]int{planned.Name: 2},
+			node: planned,
+			want: fwk.NewStatus(fwk.Unschedulable, "node is held for 2 pod(s) planned onto it until they are bound"),
+		},
+		{
+			name:        "a pod planned onto a node passes it while it is held for the pods planned with it",
+			nominations: map[types.UID]Nomination{"uid-0": {NodeName: planned.Name, NodeClaim: "general-abcde"}},
+			held:        map[string]int{planned.Name: 2},
+			node:        planned,
+		},
+		{
+			name:        "a pod planned onto a launched NodeClaim passes its node",
+			nominations: map[types.UID]Nomination{"uid-0": {NodeName: planned.Name, NodeClaim: "general-abcde"}},
+			node:        planned,
+		},
+		{
+			name:        "a pod planned onto a launched NodeClaim is kept off other nodes",
+			nominations: map[types.UID]Nomination{"uid-0": {NodeName: planned.Name, NodeClaim: "general-abcde"}},
+			node:        other,
+			want:        fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "pod is planned for node ip-10-0-0-1.ec2.internal of NodeClaim general-abcde"),
+		},
+		{
+			name:        "a pod planned onto a NodeClaim not launched yet is kept off every node",
+			nominations: map[types.UID]Nomination{"uid-0": {NodeClaim: "general-abcde"}},
+			node:        planned,
+			want:        fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "pod is planned for NodeClaim general-abcde, not launched yet"),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pl := &NodeProvisioning{provisioner: &fakeProvisioner{nominations: tt.nominations, held: tt.held}}
+			info := framework.NewNodeInfo()
+			info.SetNode(tt.node)
+
+			got := pl.Filter(context.Background(), nil, pod, info)
+
+			if diff := cmp.Diff(tt.want.Code(), got.Code()); diff != "" {
+				t.Errorf("status code (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.want.Message(), got.Message()); diff != "" {
+				t.Errorf("status message (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -43,6 +43,8 @@ type sidecar struct {
 	// queued pods wait to be sent; handedOff pods were sent and wait for a nomination.
 	queued, handedOff map[types.UID]*submission
 	nominations       map[types.UID]Nomination
+	// held counts, per node name, the pods nominated to it.
+	held map[string]int
 }
 
 type submission struct {
@@ -73,7 +75,7 @@ func newSidecar(client provisionerv1.ProvisionerClient, opts sidecarOptions) *si
 	return &sidecar{
 		opts: opts, client: client, wake: make(chan struct{}, 1),
 		queued: map[types.UID]*submission{}, handedOff: map[types.UID]*submission{},
-		nominations: map[types.UID]Nomination{},
+		nominations: map[types.UID]Nomination{}, held: map[string]int{},
 	}
 }
 
@@ -105,13 +107,44 @@ func (s *sidecar) Nomination(uid types.UID) (Nomination, bool) {
 	return n, ok
 }
 
+// Held returns how many pods are nominated to the node and not bound yet.
+func (s *sidecar) Held(nodeName string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.held[nodeName]
+}
+
 // Forget drops everything known about the pod.
 func (s *sidecar) Forget(uid types.UID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.queued, uid)
 	delete(s.handedOff, uid)
+	s.dropNomination(uid)
+}
+
+// setNomination records a pod's nomination; s.mu must be held.
+func (s *sidecar) setNomination(uid types.UID, n Nomination) {
+	s.dropNomination(uid)
+	s.nominations[uid] = n
+	if n.launched() {
+		s.held[n.NodeName]++
+	}
+}
+
+// dropNomination removes a pod's nomination; s.mu must be held.
+func (s *sidecar) dropNomination(uid types.UID) {
+	n, ok := s.nominations[uid]
+	if !ok {
+		return
+	}
 	delete(s.nominations, uid)
+	if !n.launched() {
+		return
+	}
+	if s.held[n.NodeName]--; s.held[n.NodeName] <= 0 {
+		delete(s.held, n.NodeName)
+	}
 }
 
 // sendLoop sends queued pods, retrying with backoff while the sidecar is unreachable.
@@ -250,17 +283,17 @@ func (s *sidecar) apply(resp *provisionerv1.WatchNominationsResponse) []types.UI
 		for uid := range s.nominations {
 			changed = append(changed, uid)
 		}
-		s.nominations = map[types.UID]Nomination{}
+		s.nominations, s.held = map[types.UID]Nomination{}, map[string]int{}
 	}
 	for _, n := range resp.GetNominations() {
 		uid := types.UID(n.GetPod().GetUid())
-		s.nominations[uid] = Nomination{NodeName: n.GetNodeName(), NodeClaim: n.GetNodeClaim()}
+		s.setNomination(uid, Nomination{NodeName: n.GetNodeName(), NodeClaim: n.GetNodeClaim()})
 		delete(s.handedOff, uid)
 		changed = append(changed, uid)
 	}
 	for _, p := range resp.GetWithdrawn() {
 		uid := types.UID(p.GetUid())
-		delete(s.nominations, uid)
+		s.dropNomination(uid)
 		changed = append(changed, uid)
 	}
 	if resp.GetSnapshot() && len(s.handedOff) > 0 {

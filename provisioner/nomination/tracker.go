@@ -1,6 +1,8 @@
 // Package nomination tracks where planned pods will land: the NodeClaim each pod was planned
 // onto and, once that NodeClaim's instance is launched, the node it will register as. It
-// streams those nominations to the scheduler plugin, which nominates each pod to its node.
+// streams those nominations to the scheduler plugin as soon as the plan is made, so the
+// plugin keeps each pod off other nodes while its own launches, and nominates the pod to its
+// node once the name is known.
 //
 // The tracker's state is derived from NodeClaims (their planned-pods annotation and
 // status.nodeName), so a restarted provisioner rebuilds it from the API server.
@@ -37,7 +39,8 @@ type Nomination struct {
 	NodeName  string
 }
 
-// Update is a change subscribers receive: pods nominated to a node, or plans withdrawn.
+// Update is a change subscribers receive: pods planned onto a NodeClaim or nominated to its
+// node, or plans withdrawn.
 type Update struct {
 	Nominated []Nomination
 	Withdrawn []Pod
@@ -114,9 +117,7 @@ func (t *Tracker) Plan(nodeClaim, nodeName string, pods []Pod) {
 			t.byClaim[nodeClaim] = map[types.UID]bool{}
 		}
 		t.byClaim[nodeClaim][p.UID] = true
-		if nodeName != "" {
-			nominated = append(nominated, *n)
-		}
+		nominated = append(nominated, *n)
 	}
 	t.publish(Update{Nominated: nominated})
 }
@@ -160,15 +161,13 @@ func (t *Tracker) Forget(uid types.UID) {
 	}
 }
 
-// Subscribe returns every current nomination and a channel of later updates. The channel is
-// closed when the subscriber falls too far behind or cancel is called.
+// Subscribe returns every current plan, launched or not, and a channel of later updates. The
+// channel is closed when the subscriber falls too far behind or cancel is called.
 func (t *Tracker) Subscribe() (snapshot []Nomination, updates <-chan Update, cancel func()) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, n := range t.plans {
-		if n.NodeName != "" {
-			snapshot = append(snapshot, *n)
-		}
+		snapshot = append(snapshot, *n)
 	}
 	s := &subscriber{updates: make(chan Update, subscriberBuffer)}
 	t.subs[s] = true

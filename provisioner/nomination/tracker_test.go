@@ -34,15 +34,15 @@ func TestNominationsFollowTheNodeClaimLifecycle(t *testing.T) {
 	if !tr.Planned(web0.UID) {
 		t.Error("Planned(web-0) = false after Plan")
 	}
-	select {
-	case u := <-updates:
-		t.Fatalf("update before the node name is known: %+v", u)
-	default:
+	got := <-updates
+	want := []Nomination{{Pod: web0, NodeClaim: "general-a"}, {Pod: web1, NodeClaim: "general-a"}}
+	if diff := cmp.Diff(want, sortNominations(got.Nominated)); diff != "" {
+		t.Errorf("plans before the node name is known (-want +got):\n%s", diff)
 	}
 
 	tr.SetNode("general-a", "ip-10-0-0-1.ec2.internal")
-	got := <-updates
-	want := []Nomination{
+	got = <-updates
+	want = []Nomination{
 		{Pod: web0, NodeClaim: "general-a", NodeName: "ip-10-0-0-1.ec2.internal"},
 		{Pod: web1, NodeClaim: "general-a", NodeName: "ip-10-0-0-1.ec2.internal"},
 	}
@@ -61,13 +61,14 @@ func TestNominationsFollowTheNodeClaimLifecycle(t *testing.T) {
 	}
 }
 
-func TestSubscribeSnapshotsLaunchedPlansOnly(t *testing.T) {
+func TestSubscribeSnapshotsPlansLaunchedOrNot(t *testing.T) {
 	tr := NewTracker()
 	tr.Plan("a", "node-a", []Pod{web0})
 	tr.Plan("b", "", []Pod{web1})
 	snapshot, _, cancel := tr.Subscribe()
 	defer cancel()
-	if diff := cmp.Diff([]Nomination{{Pod: web0, NodeClaim: "a", NodeName: "node-a"}}, snapshot); diff != "" {
+	want := []Nomination{{Pod: web0, NodeClaim: "a", NodeName: "node-a"}, {Pod: web1, NodeClaim: "b"}}
+	if diff := cmp.Diff(want, sortNominations(snapshot)); diff != "" {
 		t.Errorf("snapshot (-want +got):\n%s", diff)
 	}
 }

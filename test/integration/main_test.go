@@ -115,11 +115,11 @@ clientConnection: {kubeconfig: %q}
 leaderElection: {leaderElect: false}
 profiles:
 - schedulerName: tailor-scheduler
-  plugins: {postFilter: {enabled: [{name: NodeProvisioning}]}}
+  plugins: {filter: {enabled: [{name: NodeProvisioning}]}, postFilter: {enabled: [{name: NodeProvisioning}]}}
   pluginConfig:
   - {name: NodeProvisioning, args: {provisionerSocket: %q, requestTimeout: 2s}}
 - schedulerName: tailor-batch
-  plugins: {postFilter: {enabled: [{name: NodeProvisioning}]}}
+  plugins: {filter: {enabled: [{name: NodeProvisioning}]}, postFilter: {enabled: [{name: NodeProvisioning}]}}
   pluginConfig:
   - {name: NodeProvisioning, args: {provisionerSocket: %q, nodePools: [batch]}}
 `, kubeconfig, socket, socket)), 0o600)

@@ -401,7 +401,8 @@ type WatchNominationsResponse struct {
 	// snapshot is true on the first response of a stream: it then lists every current
 	// nomination, and any nomination the receiver holds that is not listed is withdrawn.
 	Snapshot bool `protobuf:"varint,1,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
-	// nominations are pods whose planned node is now known.
+	// nominations are pods planned onto a NodeClaim, sent when the plan is made and again
+	// when the NodeClaim's node name is known.
 	Nominations []*Nomination `protobuf:"bytes,2,rep,name=nominations,proto3" json:"nominations,omitempty"`
 	// withdrawn are pods whose plan was dropped (its NodeClaim failed or was deleted); they
 	// should no longer be nominated and will be planned again when resubmitted.
@@ -461,12 +462,13 @@ func (x *WatchNominationsResponse) GetWithdrawn() []*PodReference {
 	return nil
 }
 
-// Nomination says which node a pod is planned to land on.
+// Nomination says which NodeClaim, and which node, a pod is planned to land on.
 type Nomination struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// pod is the nominated pod.
 	Pod *PodReference `protobuf:"bytes,1,opt,name=pod,proto3" json:"pod,omitempty"`
-	// node_name is the name the planned node registers with.
+	// node_name is the name the planned node registers with; empty until the NodeClaim is
+	// launched. Until then the pod should bind nowhere.
 	NodeName string `protobuf:"bytes,2,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
 	// node_claim is the name of the NodeClaim that launched the node.
 	NodeClaim     string `protobuf:"bytes,3,opt,name=node_claim,json=nodeClaim,proto3" json:"node_claim,omitempty"`

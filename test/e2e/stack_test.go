@@ -55,12 +55,28 @@ func startStack(t *testing.T) *env {
 	return &env{stack: stack, cs: cs, kube: kube, ctx: ctx}
 }
 
+// keepLogsEnv names a directory where a failed test's complete component logs are copied.
+const keepLogsEnv = "TAILOR_E2E_LOGS"
+
 func dumpLogs(t *testing.T, dir string) {
+	keep := os.Getenv(keepLogsEnv)
+	if keep != "" {
+		keep = filepath.Join(keep, t.Name())
+		if err := os.MkdirAll(keep, 0o755); err != nil {
+			t.Logf("keeping logs: %v", err)
+			keep = ""
+		}
+	}
 	logs, _ := filepath.Glob(filepath.Join(dir, "logs", "*.log"))
 	for _, l := range logs {
 		raw, err := os.ReadFile(l)
 		if err != nil {
 			continue
+		}
+		if keep != "" {
+			if err := os.WriteFile(filepath.Join(keep, filepath.Base(l)), raw, 0o644); err != nil {
+				t.Logf("keeping %s: %v", filepath.Base(l), err)
+			}
 		}
 		lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
 		if len(lines) > 40 {

@@ -1,0 +1,83 @@
+package nodeprovisioning
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/types"
+
+	provisionerv1 "github.com/tailor-autoscaler/tailor/proto/tailor/provisioner/v1"
+)
+
+func nominationOf(uid, nodeClaim, node string) *provisionerv1.Nomination {
+	return &provisionerv1.Nomination{Pod: &provisionerv1.PodReference{Uid: uid}, NodeClaim: nodeClaim, NodeName: node}
+}
+
+// TestSidecarHoldsNodesForTheirNominatedPods follows the count of pods held per node through
+// plans, launches, withdrawals, bindings and a snapshot.
+func TestSidecarHoldsNodesForTheirNominatedPods(t *testing.T) {
+	s := newSidecar(nil, sidecarOptions{})
+	held := func() map[string]int {
+		return map[string]int{"node-a": s.Held("node-a"), "node-b": s.Held("node-b")}
+	}
+	steps := []struct {
+		name  string
+		apply func()
+		want  map[string]int
+	}{
+		{
+			name: "pods planned onto NodeClaims not launched yet hold no node",
+			apply: func() {
+				s.apply(&provisionerv1.WatchNominationsResponse{Nominations: []*provisionerv1.Nomination{
+					nominationOf("u0", "claim-a", ""), nominationOf("u1", "claim-a", ""), nominationOf("u2", "claim-b", ""),
+				}})
+			},
+			want: map[string]int{"node-a": 0, "node-b": 0},
+		},
+		{
+			name: "launching a NodeClaim holds its node for its pods",
+			apply: func() {
+				s.apply(&provisionerv1.WatchNominationsResponse{Nominations: []*provisionerv1.Nomination{
+					nominationOf("u0", "claim-a", "node-a"), nominationOf("u1", "claim-a", "node-a"),
+				}})
+			},
+			want: map[string]int{"node-a": 2, "node-b": 0},
+		},
+		{
+			name: "a pod moved to another node is held there only",
+			apply: func() {
+				s.apply(&provisionerv1.WatchNominationsResponse{Nominations: []*provisionerv1.Nomination{nominationOf("u1", "claim-b", "node-b")}})
+			},
+			want: map[string]int{"node-a": 1, "node-b": 1},
+		},
+		{
+			name:  "a bound pod no longer holds its node",
+			apply: func() { s.Forget("u0") },
+			want:  map[string]int{"node-a": 0, "node-b": 1},
+		},
+		{
+			name: "a withdrawn plan no longer holds its node",
+			apply: func() {
+				s.apply(&provisionerv1.WatchNominationsResponse{Withdrawn: []*provisionerv1.PodReference{{Uid: "u1"}}})
+			},
+			want: map[string]int{"node-a": 0, "node-b": 0},
+		},
+		{
+			name: "a snapshot replaces every hold",
+			apply: func() {
+				s.apply(&provisionerv1.WatchNominationsResponse{Nominations: []*provisionerv1.Nomination{nominationOf("u2", "claim-b", "node-b")}})
+				s.apply(&provisionerv1.WatchNominationsResponse{Snapshot: true, Nominations: []*provisionerv1.Nomination{nominationOf("u3", "claim-a", "node-a")}})
+			},
+			want: map[string]int{"node-a": 1, "node-b": 0},
+		},
+	}
+	for _, step := range steps {
+		step.apply()
+		if diff := cmp.Diff(step.want, held()); diff != "" {
+			t.Errorf("%s: held pods per node (-want +got):\n%s", step.name, diff)
+		}
+	}
+	if _, ok := s.Nomination(types.UID("u2")); ok {
+		t.Error("the snapshot kept u2's nomination, want it withdrawn")
+	}
+}

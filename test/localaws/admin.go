@@ -60,6 +60,9 @@ func (s *Server) Instances() []InstanceSummary {
 //	PUT /_admin/insufficient-capacity   replace them with the JSON list of CapacityPool sent
 func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 	path := strings.TrimPrefix(r.URL.Path, adminPrefix)
+	if s.serveInterruptionAdmin(w, r, path) {
+		return
+	}
 	switch {
 	case path == "healthz" && r.Method == http.MethodGet:
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

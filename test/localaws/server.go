@@ -75,6 +75,8 @@ type Options struct {
 	KubeClient kubernetes.Interface
 	// Logger receives the server's logs. The zero value means klog's background logger.
 	Logger logr.Logger
+	// SQS configures the SQS queues and the interruption events injected into them.
+	SQS SQSOptions
 }
 
 // Server is the local AWS endpoint. It is safe for concurrent use.
@@ -88,6 +90,7 @@ type Server struct {
 	syncPeriod    time.Duration
 	logger        logr.Logger
 	nodes         nodeClient
+	sqs           *sqsService
 	startedAt     time.Time
 
 	// catalog data and seeded resources; never changed after New.
@@ -173,6 +176,7 @@ func New(opts Options) (*Server, error) {
 	if opts.KubeClient != nil {
 		s.nodes = opts.KubeClient.CoreV1().Nodes()
 	}
+	s.sqs = newSQSService(opts.SQS, s.clock, s.logger)
 	sort.Slice(s.instanceTypes, func(i, j int) bool { return s.instanceTypes[i].Name < s.instanceTypes[j].Name })
 	for i := range s.instanceTypes {
 		s.typesByName[s.instanceTypes[i].Name] = &s.instanceTypes[i]
@@ -189,6 +193,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case strings.HasPrefix(r.URL.Path, adminPrefix):
 		s.serveAdmin(w, r)
+	case strings.HasPrefix(r.Header.Get("X-Amz-Target"), "AmazonSQS."):
+		s.serveSQS(w, r)
 	case r.Header.Get("X-Amz-Target") != "":
 		s.serveJSON(w, r)
 	case r.Method == http.MethodPost || r.Method == http.MethodGet:

@@ -24,6 +24,7 @@ type InstanceSummary struct {
 	Tags             map[string]string `json:"tags"`
 	LaunchTime       time.Time         `json:"launchTime"`
 	NodeRegistered   bool              `json:"nodeRegistered"`
+	NeverRegisters   bool              `json:"neverRegisters,omitempty"`
 }
 
 // Instances lists the instances EC2 still shows, in launch order.
@@ -47,6 +48,7 @@ func (s *Server) Instances() []InstanceSummary {
 			Tags:             tagMap(i.tags),
 			LaunchTime:       i.launchedAt.UTC(),
 			NodeRegistered:   i.node.registered,
+			NeverRegisters:   i.neverRegister,
 		})
 	}
 	return out
@@ -58,6 +60,10 @@ func (s *Server) Instances() []InstanceSummary {
 //	GET /_admin/instances               the instances, as a JSON list of InstanceSummary
 //	GET /_admin/insufficient-capacity   the pools that report InsufficientInstanceCapacity
 //	PUT /_admin/insufficient-capacity   replace them with the JSON list of CapacityPool sent
+//	GET /_admin/faults                  the Faults injected
+//	PATCH /_admin/faults                change the Faults fields sent
+//	GET /_admin/requests                requests received per action
+//	DELETE /_admin/requests             reset those counts
 func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 	path := strings.TrimPrefix(r.URL.Path, adminPrefix)
 	if s.serveInterruptionAdmin(w, r, path) {
@@ -82,6 +88,10 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.writeAdminJSON(w, s.insufficientCapacity())
+	case path == "faults":
+		s.serveFaults(w, r)
+	case path == "requests":
+		s.serveRequests(w, r)
 	case path == "healthz" || path == "instances" || path == "insufficient-capacity":
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 	default:

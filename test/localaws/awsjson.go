@@ -30,6 +30,10 @@ func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request) {
 		s.writeJSONError(w, requestID, newAPIError("SerializationException", "Reading the request body: %v", err))
 		return
 	}
+	if err := s.admit(operation, codeJSONThrottled); err != nil {
+		s.writeJSONError(w, requestID, err)
+		return
+	}
 	var resp any
 	switch service {
 	case "AmazonSSM":
@@ -62,6 +66,8 @@ func (s *Server) writeJSONError(w http.ResponseWriter, requestID string, err err
 		s.logger.Error(err, "Failed to serve JSON request", "requestID", requestID)
 		status = http.StatusInternalServerError
 		apiErr = newAPIError("InternalServerError", "An internal error has occurred: %v", err)
+	} else if apiErr.status != 0 {
+		status = apiErr.status
 	}
 	out, encErr := json.Marshal(jsonError{Type: apiErr.code, Message: apiErr.message})
 	if encErr != nil {

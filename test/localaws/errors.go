@@ -24,6 +24,8 @@ const (
 type apiError struct {
 	code    string
 	message string
+	// status is the HTTP status to answer with; zero means 400.
+	status int
 }
 
 // Error implements error.

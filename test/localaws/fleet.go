@@ -130,6 +130,9 @@ func (s *Server) createFleet(p queryParams) (*createFleetResponse, error) {
 	if err != nil {
 		return nil, err
 	}
+	if d := s.launchLatency(); d > 0 {
+		<-s.clock.After(d)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if req.clientToken != "" {
@@ -237,10 +240,17 @@ func parseFleetRequest(p queryParams) (fleetRequest, error) {
 func (s *Server) launchFleet(req fleetRequest) *createFleetResponse {
 	now := s.clock.Now()
 	resp := &createFleetResponse{FleetID: "fleet-" + uuidFrom(s.clusterName, "fleet", strconv.FormatUint(s.nextSequence(), 10))}
+	limit, shortfallCode := s.fleetLimit()
 	for _, capacityType := range []string{capacityOnDemand, capacitySpot} {
 		count := req.capacity[capacityType]
 		if count == 0 {
 			continue
+		}
+		shortfall := 0
+		if limit >= 0 {
+			shortfall = max(0, count-limit)
+			count -= shortfall
+			limit -= count
 		}
 		var candidates []fleetCandidate
 		for _, cfg := range req.configs {
@@ -266,6 +276,14 @@ func (s *Server) launchFleet(req fleetRequest) *createFleetResponse {
 			byPriority = onDemandStrategies[req.onDemandStrategy]
 		}
 		best := chooseCandidate(candidates, byPriority)
+		if shortfall > 0 {
+			resp.Errors = append(resp.Errors, xmlFleetError{
+				LaunchTemplateAndOverrides: best.response,
+				Lifecycle:                  capacityType,
+				ErrorCode:                  shortfallCode,
+				ErrorMessage:               fmt.Sprintf("The fleet launched %d of %d %s instances asked for.", count, count+shortfall, capacityType),
+			})
+		}
 		reservationID := s.newID("r", 17)
 		launched := xmlFleetInstance{
 			LaunchTemplateAndOverrides: best.response,
@@ -469,6 +487,7 @@ func (s *Server) launchInstance(c fleetCandidate, capacityType string, req fleet
 		data:          c.lt.data,
 		launchedAt:    now,
 	}
+	i.pendingFor, i.bootFor, i.neverRegister = s.launchTiming()
 	if capacityType == capacitySpot {
 		i.spotRequestID = "sir-" + hexDigits(8, i.id, "spot")
 	}

@@ -262,6 +262,9 @@ func (s *Server) writeIAMError(w http.ResponseWriter, requestID string, err erro
 		status = http.StatusInternalServerError
 	}
 	if status == 0 {
+		status = apiErr.status
+	}
+	if status == 0 {
 		status = iamStatus(apiErr.code)
 	}
 	errType := "Sender"

@@ -41,6 +41,10 @@ type instance struct {
 	tags          []tag
 	launchedAt    time.Time
 	terminatedAt  time.Time
+	// pendingFor and bootFor are the launch and boot delays in force at launch.
+	pendingFor, bootFor time.Duration
+	// neverRegister keeps the simulated kubelet from registering a Node.
+	neverRegister bool
 	node          nodeRegistration
 }
 
@@ -51,7 +55,7 @@ func (s *Server) stateAt(i *instance, now time.Time) string {
 		return stateTerminated
 	case !i.terminatedAt.IsZero():
 		return stateShuttingDown
-	case now.Before(i.launchedAt.Add(s.launchDelay)):
+	case now.Before(i.launchedAt.Add(i.pendingFor)):
 		return statePending
 	default:
 		return stateRunning

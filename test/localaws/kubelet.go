@@ -118,7 +118,7 @@ func (s *Server) syncNodes(ctx context.Context) {
 		}
 		state := s.stateAt(i, now)
 		switch {
-		case state == stateRunning && !i.node.registered && !now.Before(i.launchedAt.Add(s.launchDelay+s.bootDelay)):
+		case state == stateRunning && !i.node.registered && !i.neverRegister && !now.Before(i.launchedAt.Add(i.pendingFor+i.bootFor)):
 			work = append(work, nodeWork{instance: i, node: s.nodeForInstance(ctx, i)})
 		case state == stateTerminated && i.node.registered:
 			work = append(work, nodeWork{instance: i, node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: i.privateDNS}}, delete: true})

@@ -56,7 +56,15 @@ func (s *Server) serveQuery(w http.ResponseWriter, r *http.Request) {
 	}
 	p := queryParams(r.Form)
 	if p.str("Version") == iamVersion {
+		if err := s.admit(p.str("Action"), codeIAMThrottled); err != nil {
+			s.writeIAMError(w, requestID, err)
+			return
+		}
 		s.serveIAM(w, requestID, p)
+		return
+	}
+	if err := s.admit(p.str("Action"), codeEC2Throttled); err != nil {
+		s.writeEC2Error(w, requestID, err)
 		return
 	}
 	s.serveEC2(w, requestID, p)
@@ -129,6 +137,8 @@ func (s *Server) writeEC2Error(w http.ResponseWriter, requestID string, err erro
 		s.logger.Error(err, "Failed to serve EC2 request", "requestID", requestID)
 		status = http.StatusInternalServerError
 		apiErr = newAPIError("InternalError", "An internal error has occurred: %v", err)
+	} else if apiErr.status != 0 {
+		status = apiErr.status
 	}
 	body, encErr := xml.Marshal(ec2ErrorResponse{
 		Errors:    []ec2ErrorDetail{{Code: apiErr.code, Message: apiErr.message}},

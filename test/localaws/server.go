@@ -114,6 +114,10 @@ type Server struct {
 	instances       []*instance
 	fleets          map[string]*fleetRecord
 	insufficient    map[CapacityPool]bool
+
+	// faults are injected at run time through the admin API; they have their own lock.
+	faults faultState
+
 	// instanceProfiles are keyed by lower-case name, as IAM names are unique regardless of case.
 	instanceProfiles map[string]*iamInstanceProfile
 }

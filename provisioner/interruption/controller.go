@@ -1,0 +1,389 @@
+// Package interruption reads EC2 interruption events from an SQS queue (spot interruption
+// warnings, rebalance recommendations, AWS Health scheduled changes and instance state
+// changes, as EventBridge delivers them) and hands the NodeClaims they affect to
+// disruption: each is marked Interrupted with the reason and deadline, and those whose
+// instance is going away are cordoned and deleted, so that the termination controller drains
+// the node and the pods are planned again elsewhere.
+package interruption
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
+)
+
+// ConditionTypeInterrupted is True on a NodeClaim whose instance received an interruption
+// event; its reason says which and its message when the instance is expected to go.
+const ConditionTypeInterrupted = "Interrupted"
+
+// DeadlineAnnotationKey on a NodeClaim is the RFC 3339 time its instance is expected to be
+// reclaimed or stopped, for the drain to finish before.
+const DeadlineAnnotationKey = "tailor.sh/interruption-deadline"
+
+// Event and condition reasons, Karpenter's.
+const (
+	ReasonSpotInterrupted         = "SpotInterrupted"
+	ReasonRebalanceRecommendation = "SpotRebalanceRecommendation"
+	ReasonScheduledChange         = "InstanceUnhealthy"
+	ReasonInstanceStopping        = "InstanceStopping"
+	ReasonInstanceTerminating     = "InstanceTerminating"
+)
+
+// Actions, as the tailor_interruption_actions_total metric labels them.
+const (
+	// ActionCordonAndDelete cordons the node and deletes the NodeClaim.
+	ActionCordonAndDelete = "CordonAndDelete"
+	// ActionMark only marks the NodeClaim and records events.
+	ActionMark = "Mark"
+	// ActionNone is taken for messages about no NodeClaim, states that need nothing, and
+	// unknown messages.
+	ActionNone = "NoAction"
+)
+
+// errorBackoff bounds the wait after a failed receive.
+const (
+	minErrorBackoff = time.Second
+	maxErrorBackoff = 30 * time.Second
+)
+
+// Options configure the controller.
+type Options struct {
+	// DeleteOnRebalance makes a rebalance recommendation delete the NodeClaim like a spot
+	// interruption; by default it only marks it.
+	DeleteOnRebalance bool
+	// Registerer receives the metrics; nil means controller-runtime's metrics.Registry.
+	Registerer prometheus.Registerer
+}
+
+// Controller reads the interruption queue. It runs on the elected leader only.
+type Controller struct {
+	kube     client.Client
+	queue    Queue
+	recorder record.EventRecorder
+	clock    clock.Clock
+	opts     Options
+	metrics  *metrics
+}
+
+var _ manager.LeaderElectionRunnable = (*Controller)(nil)
+
+// NewController returns a Controller reading queue.
+func NewController(kube client.Client, queue Queue, recorder record.EventRecorder, clk clock.Clock, opts Options) (*Controller, error) {
+	if opts.Registerer == nil {
+		opts.Registerer = crmetrics.Registry
+	}
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Controller{kube: kube, queue: queue, recorder: recorder, clock: clk, opts: opts, metrics: m}, nil
+}
+
+// Register adds the controller to the manager.
+func (c *Controller) Register(mgr manager.Manager) error { return mgr.Add(c) }
+
+// NeedLeaderElection is true: two readers would act on every message twice.
+func (c *Controller) NeedLeaderElection() bool { return true }
+
+// Start long-polls the queue until ctx ends. Failures to receive are logged and retried with
+// backoff; they never stop the reader.
+func (c *Controller) Start(ctx context.Context) error {
+	logger := log.FromContext(ctx).WithName("interruption")
+	ctx = log.IntoContext(ctx, logger)
+	logger.Info("reading interruption queue")
+	backoff := minErrorBackoff
+	for ctx.Err() == nil {
+		msgs, err := c.queue.Receive(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			logger.Error(err, "receiving interruption messages failed", "retryIn", backoff.String())
+			select {
+			case <-ctx.Done():
+			case <-c.clock.After(backoff):
+			}
+			backoff = min(2*backoff, maxErrorBackoff)
+			continue
+		}
+		backoff = minErrorBackoff
+		c.HandleBatch(ctx, msgs)
+	}
+	return nil
+}
+
+// HandleBatch handles received messages and deletes those handled. A message whose handling
+// failed stays on the queue and comes back after its visibility timeout.
+func (c *Controller) HandleBatch(ctx context.Context, msgs []Received) {
+	logger := log.FromContext(ctx)
+	var done []Received
+	for _, m := range msgs {
+		if err := c.handle(ctx, m); err != nil {
+			logger.Error(err, "handling interruption message failed; it will be received again")
+			continue
+		}
+		done = append(done, m)
+	}
+	if len(done) == 0 {
+		return
+	}
+	if err := c.queue.Delete(ctx, done); err != nil {
+		logger.Error(err, "deleting handled interruption messages failed; they will be handled again")
+	}
+}
+
+// handle acts on one message. Unknown messages are logged and count as handled.
+func (c *Controller) handle(ctx context.Context, r Received) error {
+	logger := log.FromContext(ctx)
+	msg, err := Parse(r.Body)
+	if err != nil {
+		c.metrics.messages.WithLabelValues(string(KindUnknown)).Inc()
+		c.metrics.actions.WithLabelValues(ActionNone).Inc()
+		logger.Info("ignoring unknown interruption message", "error", err.Error(), "body", truncate(r.Body, 512))
+		c.observeLatency(r)
+		return nil
+	}
+	c.metrics.messages.WithLabelValues(string(msg.Kind)).Inc()
+	logger = logger.WithValues("event", msg.ID, "kind", msg.Kind)
+	for _, id := range msg.InstanceIDs {
+		action, err := c.handleInstance(log.IntoContext(ctx, logger.WithValues("instance", id)), msg, id)
+		if err != nil {
+			return fmt.Errorf("handling %s of instance %s: %w", msg.Kind, id, err)
+		}
+		c.metrics.actions.WithLabelValues(action).Inc()
+	}
+	c.observeLatency(r)
+	return nil
+}
+
+func (c *Controller) observeLatency(r Received) {
+	if !r.SentAt.IsZero() {
+		c.metrics.latency.Observe(max(c.clock.Since(r.SentAt), 0).Seconds())
+	}
+}
+
+// decision is what a message means for a NodeClaim.
+type decision struct {
+	action, reason, message string
+}
+
+func (c *Controller) decide(msg Message, instanceID string) decision {
+	deadline := ""
+	if !msg.Deadline.IsZero() {
+		deadline = msg.Deadline.UTC().Format(time.RFC3339)
+	}
+	switch msg.Kind {
+	case KindSpotInterruption:
+		return decision{ActionCordonAndDelete, ReasonSpotInterrupted, fmt.Sprintf("spot instance %s is reclaimed at %s", instanceID, deadline)}
+	case KindRebalanceRecommendation:
+		action := ActionMark
+		if c.opts.DeleteOnRebalance {
+			action = ActionCordonAndDelete
+		}
+		return decision{action, ReasonRebalanceRecommendation, fmt.Sprintf("spot instance %s is at elevated risk of interruption", instanceID)}
+	case KindScheduledChange:
+		return decision{ActionCordonAndDelete, ReasonScheduledChange, fmt.Sprintf("instance %s has a scheduled change starting at %s", instanceID, deadline)}
+	case KindStateChange:
+		switch msg.State {
+		case "stopping", "stopped":
+			return decision{ActionCordonAndDelete, ReasonInstanceStopping, fmt.Sprintf("instance %s is %s", instanceID, msg.State)}
+		case "shutting-down", "terminated":
+			return decision{ActionCordonAndDelete, ReasonInstanceTerminating, fmt.Sprintf("instance %s is %s", instanceID, msg.State)}
+		}
+	}
+	return decision{action: ActionNone}
+}
+
+// handleInstance marks, and if the instance is going away cordons and deletes, the instance's
+// NodeClaim. It returns the action taken.
+func (c *Controller) handleInstance(ctx context.Context, msg Message, instanceID string) (string, error) {
+	logger := log.FromContext(ctx)
+	d := c.decide(msg, instanceID)
+	if d.action == ActionNone {
+		logger.V(1).Info("interruption message needs no action", "state", msg.State)
+		return ActionNone, nil
+	}
+	nc, err := c.nodeClaimOf(ctx, instanceID)
+	if err != nil {
+		return "", err
+	}
+	if nc == nil {
+		logger.V(1).Info("interruption message is about no NodeClaim")
+		return ActionNone, nil
+	}
+	logger = logger.WithValues("nodeClaim", klog.KObj(nc))
+	if err := c.mark(ctx, nc, msg, d); err != nil {
+		return "", err
+	}
+	node, err := c.node(ctx, nc)
+	if err != nil {
+		return "", err
+	}
+	eventType := corev1.EventTypeWarning
+	if d.action == ActionMark {
+		eventType = corev1.EventTypeNormal
+	}
+	c.recorder.Event(nc, eventType, d.reason, d.message)
+	if node != nil {
+		c.recorder.Event(node, eventType, d.reason, d.message)
+	}
+	if d.action == ActionMark {
+		logger.Info("marked interrupted NodeClaim", "reason", d.reason)
+		return ActionMark, nil
+	}
+	if node != nil {
+		if err := cordon(ctx, c.kube, node); err != nil {
+			return "", err
+		}
+	}
+	if nc.DeletionTimestamp == nil {
+		if err := c.kube.Delete(ctx, nc); client.IgnoreNotFound(err) != nil {
+			return "", fmt.Errorf("deleting NodeClaim %s: %w", nc.Name, err)
+		}
+	}
+	logger.Info("deleting interrupted NodeClaim", "reason", d.reason, "deadline", msg.Deadline)
+	return ActionCordonAndDelete, nil
+}
+
+// nodeClaimOf returns the NodeClaim whose provider ID names the instance, or nil.
+func (c *Controller) nodeClaimOf(ctx context.Context, instanceID string) (*karpv1.NodeClaim, error) {
+	claims := &karpv1.NodeClaimList{}
+	if err := c.kube.List(ctx, claims); err != nil {
+		return nil, fmt.Errorf("listing NodeClaims: %w", err)
+	}
+	for i := range claims.Items {
+		if strings.HasSuffix(claims.Items[i].Status.ProviderID, "/"+instanceID) {
+			return &claims.Items[i], nil
+		}
+	}
+	return nil, nil
+}
+
+// mark records the interruption on the NodeClaim: the Interrupted condition and the deadline
+// annotation.
+func (c *Controller) mark(ctx context.Context, nc *karpv1.NodeClaim, msg Message, d decision) error {
+	if !msg.Deadline.IsZero() && nc.Annotations[DeadlineAnnotationKey] == "" {
+		patch := client.MergeFrom(nc.DeepCopy())
+		if nc.Annotations == nil {
+			nc.Annotations = map[string]string{}
+		}
+		nc.Annotations[DeadlineAnnotationKey] = msg.Deadline.UTC().Format(time.RFC3339)
+		if err := c.kube.Patch(ctx, nc, patch); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("annotating NodeClaim %s: %w", nc.Name, err)
+		}
+	}
+	patch := client.MergeFrom(nc.DeepCopy())
+	nodeclaim.SetCondition(nc, ConditionTypeInterrupted, metav1.ConditionTrue, d.reason, d.message)
+	if err := c.kube.Status().Patch(ctx, nc, patch); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("marking NodeClaim %s interrupted: %w", nc.Name, err)
+	}
+	return nil
+}
+
+// node returns the NodeClaim's Node, or nil when it has none (yet).
+func (c *Controller) node(ctx context.Context, nc *karpv1.NodeClaim) (*corev1.Node, error) {
+	if nc.Status.NodeName == "" {
+		return nil, nil
+	}
+	node := &corev1.Node{}
+	if err := c.kube.Get(ctx, client.ObjectKey{Name: nc.Status.NodeName}, node); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	if node.Spec.ProviderID != nc.Status.ProviderID {
+		return nil, nil
+	}
+	return node, nil
+}
+
+// cordon taints the node so nothing new lands on it.
+func cordon(ctx context.Context, kube client.Client, node *corev1.Node) error {
+	for _, t := range node.Spec.Taints {
+		if t.MatchTaint(&karpv1.DisruptedNoScheduleTaint) {
+			return nil
+		}
+	}
+	patch := client.MergeFrom(node.DeepCopy())
+	node.Spec.Taints = append(node.Spec.Taints, karpv1.DisruptedNoScheduleTaint)
+	if err := kube.Patch(ctx, node, patch); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("cordoning node %s: %w", node.Name, err)
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// metrics are the controller's Prometheus collectors.
+type metrics struct {
+	messages *prometheus.CounterVec
+	actions  *prometheus.CounterVec
+	latency  prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tailor_interruption_messages_total",
+			Help: "Interruption queue messages received, by kind (spot_interruption, rebalance_recommendation, scheduled_change, state_change, unknown).",
+		}, []string{"kind"}),
+		actions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tailor_interruption_actions_total",
+			Help: "Actions taken on interruption messages, by action (CordonAndDelete, Mark, NoAction).",
+		}, []string{"action"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "tailor_interruption_message_latency_seconds",
+			Help:    "Time from a message's arrival in the queue to its handling.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
+		}),
+	}
+	var err error
+	if m.messages, err = register(reg, m.messages); err != nil {
+		return nil, err
+	}
+	if m.actions, err = register(reg, m.actions); err != nil {
+		return nil, err
+	}
+	if m.latency, err = register(reg, m.latency); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// register registers c, or returns the collector already registered under its name (a
+// second controller in one process, as in tests).
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	if err := reg.Register(c); err != nil {
+		var already prometheus.AlreadyRegisteredError
+		if errors.As(err, &already) {
+			if existing, ok := already.ExistingCollector.(C); ok {
+				return existing, nil
+			}
+		}
+		var zero C
+		return zero, fmt.Errorf("registering interruption metrics: %w", err)
+	}
+	return c, nil
+}

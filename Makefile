@@ -2,6 +2,8 @@
 SHELL := /usr/bin/env bash
 .DEFAULT_GOAL := help
 DIR ?= .local
+# Images are tagged with the chart's appVersion, the tag the chart deploys by default.
+IMAGE_TAG ?= $(shell awk '/^appVersion:/ {gsub(/"/, "", $$2); print $$2}' manifests/charts/tailor/Chart.yaml)
 
 .PHONY: help
 help: ## List the targets.
@@ -36,18 +38,31 @@ down: ## Stop the local stack and remove its state.
 	_output/bin/tailor-dev down --dir $(DIR)
 
 .PHONY: generate
-generate: ## Regenerate CRDs, deepcopy, plugin-args code and gRPC code.
+generate: ## Regenerate CRDs, deepcopy, plugin-args code, gRPC code, the chart's CRDs and the rendered manifests.
 	hack/update-crds.sh
+	hack/update-chart.sh
 	hack/update-codegen.sh
 	hack/update-proto.sh
 
 .PHONY: verify
-verify: ## Fail when generated code is stale, code is not gofmt'ed or go vet complains.
+verify: ## Fail when generated code or manifests are stale, code is not gofmt'ed, go vet or helm lint complains.
 	hack/verify-gofmt.sh
 	go vet ./...
 	hack/verify-crds.sh
 	hack/verify-codegen.sh
 	hack/verify-proto.sh
+	hack/verify-chart.sh
+
+.PHONY: images
+images: ## Build the tailor-scheduler and tailor-provisioner images (images/*/Dockerfile) with docker; skipped without docker.
+	@if ! command -v docker >/dev/null 2>&1 || ! docker info >/dev/null 2>&1; then \
+	  echo "images: SKIPPED: docker is not installed or its daemon is not reachable"; \
+	else \
+	  set -e; for b in tailor-scheduler tailor-provisioner; do \
+	    docker build -f images/$$b/Dockerfile --build-arg GO_VERSION=$$(awk '/^go /{print $$2}' go.mod) \
+	      -t $$b:$(IMAGE_TAG) . ; \
+	  done; \
+	fi
 
 .PHONY: clean
 clean: ## Remove build output (the version cache in ~/.cache/tailor stays).

@@ -17,6 +17,8 @@ PROTOC_GEN_GO_VERSION=v1.36.11
 PROTOC_GEN_GO_GRPC_VERSION=v1.5.1
 KWOK_VERSION=v0.8.0
 GOLANGCI_LINT_VERSION=v2.6.2
+# Helm renders and lints the chart; built from its Go module, never downloaded prebuilt.
+HELM_VERSION=v3.21.4
 
 log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -35,6 +37,20 @@ go_tool() {
     GOBIN="$dir" GOFLAGS=-mod=mod go install "$pkg@$version" >&2
   fi
   printf '%s\n' "$dir/$name"
+}
+
+# helm_tool installs the pinned Helm once, built from its Go module (no prebuilt binary is
+# downloaded), and prints the binary's path. The version is stamped in as Helm's own release
+# build does, so `helm version` tells which one it is.
+helm_tool() {
+  local dir="$TAILOR_CACHE/tools/helm-$HELM_VERSION-$GO_VERSION"
+  if [[ ! -x "$dir/helm" ]]; then
+    log "building helm $HELM_VERSION (first time: about a minute)"
+    mkdir -p "$dir"
+    GOBIN="$dir" GOFLAGS=-mod=mod go install -ldflags "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
+      "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >&2
+  fi
+  printf '%s\n' "$dir/helm"
 }
 
 # ensure_command CMD DEBIAN_PACKAGE installs the Debian package when CMD is missing.

@@ -2,6 +2,7 @@ package nomination
 
 import (
 	"context"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -43,6 +44,25 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, nil
 	}
 	return reconcile.Result{}, c.tracker.Sync(nc, func(p Pod) bool { return c.pending(ctx, p) })
+}
+
+// SyncAll brings the tracker in line with every NodeClaim at once, as a new leader must
+// before it plans.
+func (c *Controller) SyncAll(ctx context.Context) error {
+	list := &karpv1.NodeClaimList{}
+	if err := c.kube.List(ctx, list); err != nil {
+		return fmt.Errorf("listing NodeClaims to recover their plans: %w", err)
+	}
+	for i := range list.Items {
+		nc := &list.Items[i]
+		if nc.DeletionTimestamp != nil {
+			continue
+		}
+		if err := c.tracker.Sync(nc, func(p Pod) bool { return c.pending(ctx, p) }); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // pending reports whether the pod still exists and is not bound.

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -31,6 +32,7 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/batcher"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws"
 	"github.com/tailor-autoscaler/tailor/provisioner/handoff"
+	"github.com/tailor-autoscaler/tailor/provisioner/leader"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/lifecycle"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/termination"
@@ -53,12 +55,21 @@ type Options struct {
 	// VMMemoryOverheadPercent and ReservedENIs shape instance capacity.
 	VMMemoryOverheadPercent float64
 	ReservedENIs            int
+	// UnavailableOfferingsTTL is how long an offering that ran out of capacity is avoided.
+	UnavailableOfferingsTTL time.Duration
 	// MetricsAddr and HealthAddr are the listen addresses of metrics and health probes.
 	MetricsAddr, HealthAddr string
-	// LeaderElect makes replicas elect one active leader.
+	// LeaderElect makes the sidecar lead while the scheduler of its replica (its pod) holds
+	// the scheduler's Lease, LeaderElectionNamespace/SchedulerLeaseName: both containers of
+	// one pod lead together (see package leader).
 	LeaderElect bool
-	// LeaderElectionNamespace holds the leader election Lease.
+	// LeaderElectionNamespace holds the scheduler's Lease.
 	LeaderElectionNamespace string
+	// SchedulerLeaseName is the scheduler's Lease (its leaderElection.resourceName).
+	SchedulerLeaseName string
+	// LeaseDuration, RenewDeadline and RetryPeriod time the sidecar's elector; a sidecar
+	// waits RenewDeadline+RetryPeriod after its scheduler took the Lease before it leads.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 }
 
 // Validate checks the options and names the flag to fix.
@@ -92,14 +103,17 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}
 	logger := log.FromContext(ctx)
 	clk := clock.RealClock{}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  Scheme(),
-		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
-		HealthProbeBindAddress:  opts.HealthAddr,
-		LeaderElection:          opts.LeaderElect,
-		LeaderElectionID:        "tailor-provisioner",
-		LeaderElectionNamespace: opts.LeaderElectionNamespace,
-	})
+	mgrOpts := ctrl.Options{
+		Scheme:                 Scheme(),
+		Metrics:                metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress: opts.HealthAddr,
+	}
+	if opts.LeaderElect {
+		if err := followScheduler(cfg, opts, &mgrOpts, clk); err != nil {
+			return err
+		}
+	}
+	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
@@ -113,6 +127,9 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
+	if err := mgr.Add(provider); err != nil {
+		return fmt.Errorf("adding the AWS provider's housekeeping: %w", err)
+	}
 	recorder := mgr.GetEventRecorderFor("tailor-provisioner")
 	tracker := nomination.NewTracker()
 	batches, err := batcher.New(batcher.Options{Idle: opts.BatchIdle, Max: opts.BatchMax, Clock: clk})
@@ -120,11 +137,12 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return err
 	}
 	prov := provisioning.New(mgr.GetClient(), provider, tracker, batches, recorder)
+	nominations := nomination.NewController(mgr.GetClient(), tracker)
 
 	for _, c := range []interface{ Register(ctrl.Manager) error }{
 		lifecycle.NewController(mgr.GetClient(), provider, recorder, clk),
 		termination.NewController(mgr.GetClient(), provider, recorder, clk),
-		nomination.NewController(mgr.GetClient(), tracker),
+		nominations,
 		nodeclass.NewController(mgr.GetClient(), provider),
 	} {
 		if err := c.Register(mgr); err != nil {
@@ -135,6 +153,11 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return err
 	}
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		// A new leader plans nothing before it knows every plan its predecessor made, or
+		// it would plan those pods again.
+		if err := nominations.SyncAll(ctx); err != nil {
+			return err
+		}
 		for batches.Wait(ctx) {
 			if err := prov.Provision(ctx); err != nil {
 				logger.Error(err, "provisioning failed; the pods will be submitted again")
@@ -161,6 +184,27 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}
 	logger.Info("starting provisioner", "cluster", opts.ClusterName, "socket", opts.SocketPath)
 	return mgr.Start(ctx)
+}
+
+// followScheduler makes the manager lead while the scheduler of this replica holds its Lease.
+func followScheduler(cfg *rest.Config, opts Options, mgrOpts *ctrl.Options, clk clock.PassiveClock) error {
+	if opts.LeaderElectionNamespace == "" || opts.SchedulerLeaseName == "" {
+		return errors.New("--leader-elect needs --leader-election-namespace and --scheduler-lease-name: the namespace and name of the scheduler's Lease (leaderElection.resourceNamespace and resourceName of its configuration)")
+	}
+	replica, err := leader.Replica()
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("creating the Lease client: %w", err)
+	}
+	mgrOpts.LeaderElection = true
+	mgrOpts.LeaderElectionResourceLockInterface = leader.NewLock(cs.CoordinationV1(), opts.LeaderElectionNamespace, opts.SchedulerLeaseName, replica, opts.RenewDeadline+opts.RetryPeriod, clk)
+	mgrOpts.LeaseDuration, mgrOpts.RenewDeadline, mgrOpts.RetryPeriod = &opts.LeaseDuration, &opts.RenewDeadline, &opts.RetryPeriod
+	// Leadership ends with the process: a sidecar that lost it restarts and follows again.
+	mgrOpts.LeaderElectionReleaseOnCancel = false
+	return nil
 }
 
 // alwaysRunnable runs on every replica, leader or not.
@@ -254,6 +298,7 @@ func newProvider(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, opts O
 		KubernetesVersion:       version.Major + "." + trimPlus(version.Minor),
 		VMMemoryOverheadPercent: opts.VMMemoryOverheadPercent,
 		ReservedENIs:            opts.ReservedENIs,
+		UnavailableOfferingsTTL: opts.UnavailableOfferingsTTL,
 	}, aws.NewClients(awsCfg), mgr.GetAPIReader(), clk)
 }
 

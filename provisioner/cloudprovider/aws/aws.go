@@ -12,11 +12,13 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/pricing"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -45,6 +47,12 @@ type Options struct {
 	SpotPriceTTL time.Duration
 	// NodeClassTTL is how long the resolution of a node class's selectors is reused.
 	NodeClassTTL time.Duration
+	// UnavailableOfferingsTTL is how long an offering that reported a capacity error is
+	// kept from the planner and from launches (DefaultUnavailableOfferingsTTL by default).
+	UnavailableOfferingsTTL time.Duration
+	// LaunchTemplateTTL is how long a launch template neither created nor used by a launch
+	// is kept before GarbageCollectLaunchTemplates deletes it (10 minutes by default).
+	LaunchTemplateTTL time.Duration
 }
 
 func (o *Options) defaults() {
@@ -59,6 +67,12 @@ func (o *Options) defaults() {
 	}
 	if o.NodeClassTTL == 0 {
 		o.NodeClassTTL = time.Minute
+	}
+	if o.UnavailableOfferingsTTL == 0 {
+		o.UnavailableOfferingsTTL = DefaultUnavailableOfferingsTTL
+	}
+	if o.LaunchTemplateTTL == 0 {
+		o.LaunchTemplateTTL = 10 * time.Minute
 	}
 }
 
@@ -76,6 +90,9 @@ func (o *Options) validate() error {
 	if o.KubernetesVersion == "" {
 		errs = append(errs, errors.New("kubernetes version is required"))
 	}
+	if o.UnavailableOfferingsTTL < 0 {
+		errs = append(errs, fmt.Errorf("unavailable offerings TTL must not be negative, got %s", o.UnavailableOfferingsTTL))
+	}
 	errs = append(errs, validateVMMemoryOverhead(o.VMMemoryOverheadPercent))
 	return errors.Join(errs...)
 }
@@ -88,10 +105,14 @@ type Clients struct {
 	IAM     *iam.Client
 }
 
-// NewClients makes the provider's clients from one SDK configuration. The Pricing API is
-// only served from a few regions; us-east-1 serves every region's prices.
+// NewClients makes the provider's clients from one SDK configuration, with NewRetryer's
+// retries unless the configuration sets a retryer. The Pricing API is only served from a few
+// regions; us-east-1 serves every region's prices.
 func NewClients(cfg aws.Config) Clients {
 	cfg.HTTPClient = transport.NewClient(cfg.HTTPClient)
+	if cfg.Retryer == nil {
+		cfg.Retryer = func() aws.Retryer { return NewRetryer(nil) }
+	}
 	pricingCfg := cfg.Copy()
 	pricingCfg.Region = "us-east-1"
 	return Clients{
@@ -112,13 +133,27 @@ type Provider struct {
 	kube    client.Reader
 	clock   clock.Clock
 
+	unavailable *unavailableOfferings
+	describe    *idBatcher[*ec2types.Instance]
+	terminate   *idBatcher[struct{}]
+	// afterCreateFleet, when set, runs once CreateFleet launched an instance; tests use it
+	// to crash a launch there.
+	afterCreateFleet func(ctx context.Context, instanceID string) error
+
 	mu       sync.Mutex
 	catalog  cached[map[string]*catalogEntry]
 	onDemand cached[map[string]float64]
 	spot     cached[map[string]map[string]float64]
-	classes  map[types.UID]cached[*resolvedClass]
-	// templates caches the launch templates known to exist, by name.
-	templates map[string]bool
+	sources  PriceSources
+	// refreshing is set while a background refresh of the catalog and prices runs.
+	refreshing bool
+	// refreshMu is held while the catalog and prices are read from AWS, so that callers
+	// that find nothing cached wait for one read rather than each making their own.
+	refreshMu sync.Mutex
+	classes    map[types.UID]cached[*resolvedClass]
+	// templates holds the launch templates known to exist, by name, with when a launch
+	// last used them.
+	templates map[string]time.Time
 }
 
 var _ cloudprovider.CloudProvider = (*Provider)(nil)
@@ -142,12 +177,16 @@ func New(opts Options, clients Clients, kube client.Reader, clk clock.Clock) (*P
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Provider{
+	p := &Provider{
 		opts: opts, ec2: clients.EC2, ssm: clients.SSM, pricing: clients.Pricing, iam: clients.IAM,
 		kube: kube, clock: clk,
-		classes:   map[types.UID]cached[*resolvedClass]{},
-		templates: map[string]bool{},
-	}, nil
+		unavailable: newUnavailableOfferings(clk, opts.UnavailableOfferingsTTL),
+		classes:     map[types.UID]cached[*resolvedClass]{},
+		templates:   map[string]time.Time{},
+	}
+	p.describe = newIDBatcher(clk, p.describeInstances)
+	p.terminate = newIDBatcher(clk, p.terminateInstances)
+	return p, nil
 }
 
 // InstanceTypes returns the instance types the NodePool's EC2NodeClass can launch in the
@@ -187,6 +226,10 @@ func (p *Provider) launchContext(ctx context.Context, ref *karpv1.NodeClassRefer
 	lc := &launchContext{class: class, resolved: resolved, entries: entries, types: make([]*cloudprovider.InstanceType, 0, len(entries))}
 	for _, e := range entries {
 		it := newInstanceType(e, class, zones, prices, p.overheadSettings())
+		for i := range it.Offerings {
+			o := &it.Offerings[i]
+			o.Available = !p.unavailable.has(offeringKey{instanceType: it.Name, zone: o.Zone, capacityType: o.CapacityType})
+		}
 		if _, ok := resolved.amis[it.Labels[corev1.LabelArchStable]]; ok && len(it.Offerings) > 0 {
 			lc.types = append(lc.types, it)
 		}
@@ -253,40 +296,93 @@ func (p *Provider) ResolveNodeClass(ctx context.Context, class *awsv1.EC2NodeCla
 	return status, nil
 }
 
-// catalogAndPrices returns the instance catalog and current prices, refreshing what is stale.
+// catalogAndPrices returns the instance catalog and current prices. Only the first call
+// waits for AWS; later ones return what is cached at once and refresh what is stale in the
+// background, so planning never waits on the Pricing or EC2 APIs.
 func (p *Provider) catalogAndPrices(ctx context.Context) (map[string]*catalogEntry, *priceBook, error) {
 	p.mu.Lock()
+	ready := p.catalog.valid && p.onDemand.valid && p.spot.valid
+	if ready {
+		defer p.mu.Unlock()
+		if p.stale(p.clock.Now()) && !p.refreshing {
+			p.refreshing = true
+			go func() {
+				p.refreshMu.Lock()
+				defer p.refreshMu.Unlock()
+				_ = p.refreshLocked(context.WithoutCancel(ctx))
+			}()
+		}
+		return p.catalog.value, &priceBook{onDemand: p.onDemand.value, spot: p.spot.value}, nil
+	}
+	p.mu.Unlock()
+	p.refreshMu.Lock()
+	defer p.refreshMu.Unlock()
+	p.mu.Lock()
+	ready = p.catalog.valid && p.onDemand.valid && p.spot.valid
+	p.mu.Unlock()
+	if !ready {
+		if err := p.refreshLocked(ctx); err != nil {
+			return nil, nil, err
+		}
+	}
+	p.mu.Lock()
 	defer p.mu.Unlock()
-	now := p.clock.Now()
-	if !p.catalog.fresh(now, p.opts.CatalogTTL) {
-		entries, err := describeInstanceTypes(ctx, p.ec2)
-		if err != nil {
-			if !p.catalog.valid {
-				return nil, nil, err
-			}
-		} else {
-			p.catalog = cached[map[string]*catalogEntry]{value: entries, at: now, valid: true}
-		}
-	}
-	if !p.onDemand.fresh(now, p.opts.CatalogTTL) {
-		prices, err := onDemandPrices(ctx, p.pricing, p.opts.Region)
-		if err != nil {
-			if !p.onDemand.valid {
-				return nil, nil, err
-			}
-		} else {
-			p.onDemand = cached[map[string]float64]{value: prices, at: now, valid: true}
-		}
-	}
-	if !p.spot.fresh(now, p.opts.SpotPriceTTL) {
-		prices, err := spotPrices(ctx, p.ec2, now)
-		if err != nil {
-			if !p.spot.valid {
-				return nil, nil, err
-			}
-		} else {
-			p.spot = cached[map[string]map[string]float64]{value: prices, at: now, valid: true}
-		}
-	}
 	return p.catalog.value, &priceBook{onDemand: p.onDemand.value, spot: p.spot.value}, nil
+}
+
+// stale reports whether a part of the catalog or prices is due for a refresh. p.mu must be
+// held.
+func (p *Provider) stale(now time.Time) bool {
+	return !p.catalog.fresh(now, p.opts.CatalogTTL) || !p.onDemand.fresh(now, p.opts.CatalogTTL) || !p.spot.fresh(now, p.opts.SpotPriceTTL)
+}
+
+// refreshLocked reads what is stale of the catalog and prices from AWS, without holding p.mu
+// during the calls. Prices that AWS cannot give fall back to the embedded catalog's; the
+// catalog itself has no fallback. p.refreshMu must be held.
+func (p *Provider) refreshLocked(ctx context.Context) error {
+	now := p.clock.Now()
+	p.mu.Lock()
+	needCatalog := !p.catalog.fresh(now, p.opts.CatalogTTL)
+	needOnDemand := !p.onDemand.fresh(now, p.opts.CatalogTTL)
+	needSpot := !p.spot.fresh(now, p.opts.SpotPriceTTL)
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.refreshing = false
+		p.mu.Unlock()
+	}()
+	logger := klog.FromContext(ctx)
+	var errs []error
+	if needCatalog {
+		entries, err := describeInstanceTypes(ctx, p.ec2)
+		p.mu.Lock()
+		if err == nil {
+			p.catalog = cached[map[string]*catalogEntry]{value: entries, at: now, valid: true}
+		} else if !p.catalog.valid {
+			errs = append(errs, err)
+		}
+		p.mu.Unlock()
+		if err != nil {
+			logger.Error(err, "Failed to refresh the instance catalog")
+		}
+	}
+	if needOnDemand {
+		prices, err := onDemandPrices(ctx, p.pricing, p.opts.Region)
+		p.setPrices(ctx, kindOnDemand, err, func(fallback bool) {
+			if fallback {
+				prices = embeddedPrices().onDemand
+			}
+			p.onDemand = cached[map[string]float64]{value: prices, at: now, valid: true}
+		})
+	}
+	if needSpot {
+		prices, err := spotPrices(ctx, p.ec2, now)
+		p.setPrices(ctx, kindSpot, err, func(fallback bool) {
+			if fallback {
+				prices = embeddedPrices().spot
+			}
+			p.spot = cached[map[string]map[string]float64]{value: prices, at: now, valid: true}
+		})
+	}
+	return errors.Join(errs...)
 }

@@ -38,9 +38,19 @@ type harness struct {
 	endpoint *localaws.Server
 	url      string
 	clock    *clocktesting.FakeClock
+	cfg      aws.Config
+	kube     client.Reader
 }
 
+// newHarness starts the endpoint on a fake clock, with a provider on the real clock.
 func newHarness(t *testing.T) *harness {
+	t.Helper()
+	return newHarnessWithClock(t, false)
+}
+
+// newHarnessWithClock starts the endpoint on a fake clock, with a provider on the same fake
+// clock when fakeProviderClock is set.
+func newHarnessWithClock(t *testing.T, fakeProviderClock bool) *harness {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
 	endpoint, err := localaws.New(localaws.Options{ClusterName: testCluster, Clock: clk, ShutdownDelay: time.Second})
@@ -53,10 +63,9 @@ func newHarness(t *testing.T) *harness {
 		Region:       "us-east-1",
 		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
 		BaseEndpoint: aws.String(srv.URL),
+		// The provider's retryer, without the waits.
 		Retryer: func() aws.Retryer {
-			return retry.NewStandard(func(o *retry.StandardOptions) {
-				o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
-			})
+			return NewRetryer(retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil }))
 		},
 	}
 	class := &awsv1.EC2NodeClass{
@@ -73,15 +82,27 @@ func newHarness(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(class).Build()
+	h := &harness{endpoint: endpoint, url: srv.URL, clock: clk, cfg: cfg, kube: kube}
+	var providerClock clock.Clock = clock.RealClock{}
+	if fakeProviderClock {
+		providerClock = clk
+	}
+	h.provider = h.newProvider(t, providerClock)
+	return h
+}
+
+// newProvider returns another provider against the endpoint, as after a restart.
+func (h *harness) newProvider(t *testing.T, clk clock.Clock) *Provider {
+	t.Helper()
 	p, err := New(Options{
 		Cluster:           ClusterInfo{Name: testCluster, Endpoint: "https://127.0.0.1:6443", CABundle: "Y2E=", ServiceCIDR: "10.100.0.0/16"},
 		Region:            "us-east-1",
 		KubernetesVersion: "1.34",
-	}, NewClients(cfg), kube, clock.RealClock{})
+	}, NewClients(h.cfg), h.kube, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &harness{provider: p, endpoint: endpoint, url: srv.URL, clock: clk}
+	return p
 }
 
 func (h *harness) setInsufficientCapacity(t *testing.T, pools []localaws.CapacityPool) {

@@ -62,7 +62,8 @@ func (p *Provider) Get(ctx context.Context, providerID string) (*karpv1.NodeClai
 	if err != nil {
 		return nil, err
 	}
-	inst, err := p.describeInstance(ctx, id)
+	// Batched with the Gets and Deletes of other NodeClaims into one DescribeInstances.
+	inst, err := p.describe.do(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -109,20 +110,16 @@ func (p *Provider) Delete(ctx context.Context, nodeClaim *karpv1.NodeClaim) erro
 	if err != nil {
 		return err
 	}
-	inst, err := p.describeInstance(ctx, id)
+	inst, err := p.describe.do(ctx, id)
 	if err != nil {
 		return err
 	}
 	if inst.State != nil && inst.State.Name == ec2types.InstanceStateNameShuttingDown {
 		return nil
 	}
-	if _, err := p.ec2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}}); err != nil {
-		if isAPIError(err, "InvalidInstanceID.NotFound") {
-			return cloudprovider.NewNodeClaimNotFoundError(err)
-		}
-		return fmt.Errorf("terminating instance %s: %w", id, err)
-	}
-	return nil
+	// Batched with the Deletes of other NodeClaims into one TerminateInstances.
+	_, err = p.terminate.do(ctx, id)
+	return err
 }
 
 // toNodeClaim describes an instance as a NodeClaim: its offering labels and, when the

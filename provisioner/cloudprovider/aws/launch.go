@@ -15,6 +15,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
@@ -26,38 +27,111 @@ import (
 // maxOverrides caps the (instance type, subnet) pairs of one CreateFleet request.
 const maxOverrides = 150
 
+// maxLaunchAttempts bounds the CreateFleet calls of one Create: each retries with what the
+// errors of the previous ones left.
+const maxLaunchAttempts = 4
+
 // Create launches one instance for the NodeClaim: spot when the NodeClaim allows it and a
-// spot offering exists, on-demand otherwise or when no spot capacity is left.
+// spot offering is available, on-demand otherwise or once no spot offering is left. An
+// instance already tagged for the NodeClaim (launched before a crash) is adopted instead.
+// Offerings that report capacity errors are marked unavailable and the launch retried at
+// once with the others.
 func (p *Provider) Create(ctx context.Context, nodeClaim *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
 	lc, err := p.launchContext(ctx, nodeClaim.Spec.NodeClassRef)
 	if err != nil {
 		return nil, err
 	}
+	if inst, err := p.launchedFor(ctx, nodeClaim); err != nil {
+		return nil, err
+	} else if inst != nil {
+		klog.FromContext(ctx).Info("Adopting the instance already launched for the NodeClaim", "nodeClaim", klog.KObj(nodeClaim), "instance", aws.ToString(inst.InstanceId))
+		return p.toNodeClaim(inst, lc.entries, lc.class), nil
+	}
 	candidates := allowedOfferings(nodeClaim, lc.types)
 	if len(candidates) == 0 {
-		return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("no offering of EC2NodeClass %q satisfies the NodeClaim's requirements", lc.class.Name))
+		return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("no available offering of EC2NodeClass %q satisfies the NodeClaim's requirements", lc.class.Name))
 	}
 	var failures []string
-	for _, capacityType := range []string{karpv1.CapacityTypeSpot, karpv1.CapacityTypeOnDemand} {
-		var chosen []candidate
-		for _, c := range candidates {
-			if c.offering.CapacityType == capacityType {
-				chosen = append(chosen, c)
-			}
-		}
+	excluded := map[offeringKey]bool{}
+	for attempt := 0; attempt < maxLaunchAttempts; attempt++ {
+		capacityType, chosen := nextCapacityType(candidates, excluded)
 		if len(chosen) == 0 {
-			continue
+			break
 		}
-		instanceID, errs, err := p.createFleet(ctx, nodeClaim, lc.class, lc.resolved, capacityType, chosen)
+		instanceID, fleetErrs, err := p.createFleet(ctx, nodeClaim, lc.class, lc.resolved, capacityType, chosen)
 		if err != nil {
 			return nil, err
 		}
+		before := len(excluded)
+		for _, e := range fleetErrs {
+			// Pools that failed are avoided even when the fleet launched in another one.
+			if e.key != (offeringKey{}) && capacityErrorCodes[e.code] {
+				p.unavailable.mark(e.key)
+			}
+			if instanceID != "" {
+				continue
+			}
+			failures = append(failures, e.String())
+			if e.key != (offeringKey{}) {
+				excluded[e.key] = true
+			}
+		}
 		if instanceID != "" {
+			if p.afterCreateFleet != nil {
+				if err := p.afterCreateFleet(ctx, instanceID); err != nil {
+					return nil, err
+				}
+			}
 			return p.launched(ctx, instanceID, lc)
 		}
-		failures = append(failures, errs...)
+		if len(excluded) == before {
+			// Errors that name no offering: none of these is worth trying again now.
+			for _, c := range chosen {
+				excluded[c.key()] = true
+			}
+		}
 	}
 	return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("CreateFleet launched nothing: %s", strings.Join(failures, "; ")))
+}
+
+// nextCapacityType returns the capacity type to launch next and its candidates not yet
+// excluded: spot while any is left, then on-demand.
+func nextCapacityType(candidates []candidate, excluded map[offeringKey]bool) (string, []candidate) {
+	for _, capacityType := range []string{karpv1.CapacityTypeSpot, karpv1.CapacityTypeOnDemand} {
+		var chosen []candidate
+		for _, c := range candidates {
+			if c.offering.CapacityType == capacityType && !excluded[c.key()] {
+				chosen = append(chosen, c)
+			}
+		}
+		if len(chosen) > 0 {
+			return capacityType, chosen
+		}
+	}
+	return "", nil
+}
+
+// launchedFor returns the live instance tagged for the NodeClaim, nil when there is none.
+// A launch interrupted between CreateFleet and recording the instance leaves one.
+func (p *Provider) launchedFor(ctx context.Context, nodeClaim *karpv1.NodeClaim) (*ec2types.Instance, error) {
+	out, err := p.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+		{Name: aws.String("tag:" + clusterTagKey(p.opts.Cluster.Name)), Values: []string{"owned"}},
+		{Name: aws.String("tag:" + tagNodeClaim), Values: []string{nodeClaim.Name}},
+		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running"}},
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("looking up instances tagged for NodeClaim %s: %w", nodeClaim.Name, err)
+	}
+	var found *ec2types.Instance
+	for _, r := range out.Reservations {
+		for i := range r.Instances {
+			inst := &r.Instances[i]
+			if found == nil || aws.ToTime(inst.LaunchTime).Before(aws.ToTime(found.LaunchTime)) {
+				found = inst
+			}
+		}
+	}
+	return found, nil
 }
 
 // candidate is an offering the NodeClaim allows.
@@ -66,11 +140,33 @@ type candidate struct {
 	offering cloudprovider.Offering
 }
 
-// allowedOfferings returns the offerings the NodeClaim's requirements allow, cheapest first.
+func (c candidate) key() offeringKey {
+	return offeringKey{instanceType: c.it.Name, zone: c.offering.Zone, capacityType: c.offering.CapacityType}
+}
+
+// fleetError is an error CreateFleet reported, and the offering it is about (zero when the
+// error names none).
+type fleetError struct {
+	key           offeringKey
+	code, message string
+}
+
+func (e fleetError) String() string {
+	if e.key == (offeringKey{}) {
+		return e.code + ": " + e.message
+	}
+	return fmt.Sprintf("%s in %s as %s: %s: %s", e.key.instanceType, e.key.zone, e.key.capacityType, e.code, e.message)
+}
+
+// allowedOfferings returns the available offerings the NodeClaim's requirements allow,
+// cheapest first.
 func allowedOfferings(nodeClaim *karpv1.NodeClaim, types []*cloudprovider.InstanceType) []candidate {
 	var out []candidate
 	for _, it := range types {
 		for _, o := range it.Offerings {
+			if !o.Available {
+				continue
+			}
 			labels := make(map[string]string, len(nodeClaim.Labels)+len(it.Labels)+2)
 			for k, v := range nodeClaim.Labels {
 				labels[k] = v
@@ -97,9 +193,9 @@ func allowedOfferings(nodeClaim *karpv1.NodeClaim, types []*cloudprovider.Instan
 	return out
 }
 
-// createFleet asks EC2 for one instance among the candidates. It returns the instance id, or
-// the errors EC2 reported per override when it launched nothing.
-func (p *Provider) createFleet(ctx context.Context, nodeClaim *karpv1.NodeClaim, class *awsv1.EC2NodeClass, resolved *resolvedClass, capacityType string, candidates []candidate) (string, []string, error) {
+// createFleet asks EC2 for one instance among the candidates. It returns the instance id
+// ("" when it launched nothing) and the errors EC2 reported per override.
+func (p *Provider) createFleet(ctx context.Context, nodeClaim *karpv1.NodeClaim, class *awsv1.EC2NodeClass, resolved *resolvedClass, capacityType string, candidates []candidate) (string, []fleetError, error) {
 	byArch := map[string][]ec2types.FleetLaunchTemplateOverridesRequest{}
 	count := 0
 	for _, c := range candidates {
@@ -146,9 +242,10 @@ func (p *Provider) createFleet(ctx context.Context, nodeClaim *karpv1.NodeClaim,
 			{ResourceType: ec2types.ResourceTypeInstance, Tags: p.instanceTags(nodeClaim, class)},
 			{ResourceType: ec2types.ResourceTypeVolume, Tags: p.instanceTags(nodeClaim, class)},
 		},
-		// A retried launch of the same NodeClaim and capacity type returns the same instance.
-		ClientToken: aws.String(fmt.Sprintf("%s-%s", nodeClaim.UID, capacityType)),
 	}
+	// A retried launch of the same NodeClaim with the same offerings returns the same
+	// instance; a launch with other offerings (after capacity errors) is a new request.
+	in.ClientToken = aws.String(clientToken(nodeClaim.UID, capacityType, configs))
 	if capacityType == karpv1.CapacityTypeSpot {
 		in.SpotOptions = &ec2types.SpotOptionsRequest{AllocationStrategy: ec2types.SpotAllocationStrategyPriceCapacityOptimized}
 	} else {
@@ -158,16 +255,32 @@ func (p *Provider) createFleet(ctx context.Context, nodeClaim *karpv1.NodeClaim,
 	if err != nil {
 		return "", nil, fmt.Errorf("creating fleet: %w", err)
 	}
+	zoneOf := map[string]string{}
+	for _, s := range resolved.subnets {
+		zoneOf[s.ID] = s.Zone
+	}
+	var errs []fleetError
+	for _, e := range out.Errors {
+		fe := fleetError{code: aws.ToString(e.ErrorCode), message: aws.ToString(e.ErrorMessage)}
+		if o := e.LaunchTemplateAndOverrides; o != nil && o.Overrides != nil && o.Overrides.InstanceType != "" {
+			zone := aws.ToString(o.Overrides.AvailabilityZone)
+			if zone == "" {
+				zone = zoneOf[aws.ToString(o.Overrides.SubnetId)]
+			}
+			lifecycle := capacityType
+			if e.Lifecycle != "" {
+				lifecycle = string(e.Lifecycle)
+			}
+			fe.key = offeringKey{instanceType: string(o.Overrides.InstanceType), zone: zone, capacityType: lifecycle}
+		}
+		errs = append(errs, fe)
+	}
 	for _, inst := range out.Instances {
 		if len(inst.InstanceIds) > 0 {
-			return inst.InstanceIds[0], nil, nil
+			return inst.InstanceIds[0], errs, nil
 		}
 	}
-	var errs []string
-	for _, e := range out.Errors {
-		errs = append(errs, fmt.Sprintf("%s: %s", aws.ToString(e.ErrorCode), aws.ToString(e.ErrorMessage)))
-	}
-	klog.FromContext(ctx).V(1).Info("CreateFleet launched nothing", "nodeClaim", nodeClaim.Name, "capacityType", capacityType, "errors", errs)
+	klog.FromContext(ctx).V(1).Info("CreateFleet launched nothing", "nodeClaim", klog.KObj(nodeClaim), "capacityType", capacityType, "errors", len(errs))
 	return "", errs, nil
 }
 
@@ -255,7 +368,10 @@ func (p *Provider) ensureLaunchTemplate(ctx context.Context, nodeClaim *karpv1.N
 	sum := sha256.Sum256(raw)
 	name := fmt.Sprintf("tailor/%s/%x", p.opts.Cluster.Name, sum[:10])
 	p.mu.Lock()
-	known := p.templates[name]
+	_, known := p.templates[name]
+	if known {
+		p.templates[name] = p.clock.Now()
+	}
 	p.mu.Unlock()
 	if known {
 		return name, nil
@@ -285,10 +401,25 @@ func (p *Provider) ensureLaunchTemplate(ctx context.Context, nodeClaim *karpv1.N
 	return name, nil
 }
 
+// rememberTemplate records that the launch template exists and is used now.
 func (p *Provider) rememberTemplate(name string) {
 	p.mu.Lock()
-	p.templates[name] = true
+	p.templates[name] = p.clock.Now()
 	p.mu.Unlock()
+}
+
+// clientToken is CreateFleet's idempotency token for a launch of the NodeClaim: its UID and
+// a digest of what is asked for, within EC2's 64 characters.
+func clientToken(uid types.UID, capacityType string, configs []ec2types.FleetLaunchTemplateConfigRequest) string {
+	h := sha256.New()
+	h.Write([]byte(capacityType))
+	for _, c := range configs {
+		fmt.Fprintf(h, "|%s", aws.ToString(c.LaunchTemplateSpecification.LaunchTemplateName))
+		for _, o := range c.Overrides {
+			fmt.Fprintf(h, "|%s/%s", o.InstanceType, aws.ToString(o.SubnetId))
+		}
+	}
+	return fmt.Sprintf("%s-%x", uid, h.Sum(nil)[:8])
 }
 
 func launchTemplateData(spec launchTemplateSpec) *ec2types.RequestLaunchTemplateData {

@@ -12,8 +12,12 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/pricing"
 	pricingtypes "github.com/aws/aws-sdk-go-v2/service/pricing/types"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/catalog"
 )
 
 // priceBook holds hourly prices: on-demand per instance type, spot per type and zone.
@@ -145,4 +149,85 @@ func addSpotPrice(out map[string]map[string]float64, latest map[string]time.Time
 	out[it][zone] = price
 	latest[key] = aws.ToTime(p.Timestamp)
 	return nil
+}
+
+// Where prices come from.
+const (
+	// PriceSourceAPI means the prices were read from AWS: the Pricing API for on-demand
+	// prices, DescribeSpotPriceHistory for spot prices.
+	PriceSourceAPI = "api"
+	// PriceSourceEmbedded means AWS could not be asked (isolated VPC, missing permission,
+	// outage) and the prices are those of the catalog embedded in the binary.
+	PriceSourceEmbedded = "embedded"
+
+	kindOnDemand = "on-demand"
+	kindSpot     = "spot"
+)
+
+// PriceSources says where the prices in use come from: PriceSourceAPI or
+// PriceSourceEmbedded, "" before the first read.
+type PriceSources struct {
+	OnDemand string
+	Spot     string
+}
+
+// priceSourceMetric is 1 for the source of each kind of price in use, 0 for the other.
+var priceSourceMetric = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "tailor_cloudprovider_price_source",
+	Help: "Where the prices the planner uses come from: 1 for the source in use (api: AWS Pricing API and DescribeSpotPriceHistory; embedded: the catalog in the binary), by kind (on-demand, spot).",
+}, []string{"kind", "source"})
+
+func init() {
+	metrics.Registry.MustRegister(priceSourceMetric)
+}
+
+// PriceSources returns where the prices in use come from.
+func (p *Provider) PriceSources() PriceSources {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sources
+}
+
+// setPrices records the outcome of reading one kind of prices: on success, or on failure
+// with nothing cached yet, set stores the prices (from the embedded catalog when fallback is
+// true); on failure with prices cached, those are kept.
+func (p *Provider) setPrices(ctx context.Context, kind string, err error, set func(fallback bool)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	valid := p.onDemand.valid
+	source := &p.sources.OnDemand
+	if kind == kindSpot {
+		valid, source = p.spot.valid, &p.sources.Spot
+	}
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Failed to read prices from AWS", "kind", kind, "fallback", !valid)
+		if valid {
+			return
+		}
+	}
+	set(err != nil)
+	*source = PriceSourceAPI
+	if err != nil {
+		*source = PriceSourceEmbedded
+	}
+	for _, s := range []string{PriceSourceAPI, PriceSourceEmbedded} {
+		v := 0.0
+		if s == *source {
+			v = 1
+		}
+		priceSourceMetric.WithLabelValues(kind, s).Set(v)
+	}
+}
+
+// embeddedPrices are the prices of the catalog embedded in the binary.
+func embeddedPrices() *priceBook {
+	prices := &priceBook{onDemand: map[string]float64{}, spot: map[string]map[string]float64{}}
+	cat, err := catalog.Embedded()
+	if err != nil {
+		return prices
+	}
+	for i := range cat.InstanceTypes {
+		addCatalogPrices(prices, &cat.InstanceTypes[i])
+	}
+	return prices
 }

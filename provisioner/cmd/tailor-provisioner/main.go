@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2/textlogger"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws"
 	"github.com/tailor-autoscaler/tailor/provisioner/operator"
 	"github.com/tailor-autoscaler/tailor/provisioner/simulate"
 )
@@ -41,10 +42,15 @@ func main() {
 	flag.StringVar(&opts.AWSEndpointURL, "aws-endpoint-url", "", "Endpoint of every AWS service (for a local EC2-compatible endpoint); AWS_ENDPOINT_URL_<SERVICE> also works.")
 	flag.Float64Var(&opts.VMMemoryOverheadPercent, "vm-memory-overhead-percent", 0.075, "Fraction of an instance's memory the kubelet does not see.")
 	flag.IntVar(&opts.ReservedENIs, "reserved-enis", 0, "Network interfaces per node kept from pods.")
+	flag.DurationVar(&opts.UnavailableOfferingsTTL, "unavailable-offerings-ttl", aws.DefaultUnavailableOfferingsTTL, "How long an offering (instance type, zone, capacity type) that reported a capacity error is kept from planning and launches.")
 	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", "Listen address of the metrics endpoint; 0 disables it.")
 	flag.StringVar(&opts.HealthAddr, "health-probe-bind-address", ":8081", "Listen address of /healthz and /readyz.")
-	flag.BoolVar(&opts.LeaderElect, "leader-elect", false, "Elect one active replica through a Lease.")
-	flag.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease.")
+	flag.BoolVar(&opts.LeaderElect, "leader-elect", false, "Lead while the scheduler in this pod holds its Lease, so that one replica's scheduler and sidecar act together. The replica is named by $TAILOR_REPLICA, or the host name.")
+	flag.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the scheduler's Lease (leaderElection.resourceNamespace).")
+	flag.StringVar(&opts.SchedulerLeaseName, "scheduler-lease-name", "tailor-scheduler", "Name of the scheduler's Lease (leaderElection.resourceName).")
+	flag.DurationVar(&opts.LeaseDuration, "leader-election-lease-duration", 15*time.Second, "How long a sidecar waits before it takes over from one that stopped renewing.")
+	flag.DurationVar(&opts.RenewDeadline, "leader-election-renew-deadline", 10*time.Second, "How long the leading sidecar keeps trying to renew before it stops.")
+	flag.DurationVar(&opts.RetryPeriod, "leader-election-retry-period", 2*time.Second, "How often leadership is checked.")
 	klog.InitFlags(flag.CommandLine)
 	flag.Parse()
 

@@ -1,0 +1,504 @@
+package aws
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+	"github.com/tailor-autoscaler/tailor/test/localaws"
+)
+
+var zones = []string{"us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d"}
+
+// pools are the capacity pools of the instance type in every zone.
+func pools(instanceType, capacityType string) []localaws.CapacityPool {
+	var out []localaws.CapacityPool
+	for _, z := range zones {
+		out = append(out, localaws.CapacityPool{InstanceType: instanceType, Zone: z, CapacityType: capacityType})
+	}
+	return out
+}
+
+// patchFaults changes the endpoint's faults through its admin API.
+func (h *harness) patchFaults(t *testing.T, body string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPatch, h.url+"/_admin/faults", bytes.NewReader([]byte(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("patching faults %s: %s", body, resp.Status)
+	}
+}
+
+// availability returns, for the instance type's offerings, "zone/capacity type" → Available.
+func availability(t *testing.T, p *Provider, instanceType string) map[string]bool {
+	t.Helper()
+	its, err := p.InstanceTypes(context.Background(), nodePool())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, it := range its {
+		if it.Name == instanceType {
+			for _, o := range it.Offerings {
+				out[o.Zone+"/"+o.CapacityType] = o.Available
+			}
+		}
+	}
+	return out
+}
+
+// allAvailable is the availability of a type sold spot and on-demand in every zone, with
+// the capacity types and zones listed unavailable.
+func allAvailable(unavailable ...string) map[string]bool {
+	out := map[string]bool{}
+	for _, z := range zones {
+		for _, ct := range []string{karpv1.CapacityTypeSpot, karpv1.CapacityTypeOnDemand} {
+			out[z+"/"+ct] = true
+		}
+	}
+	for _, u := range unavailable {
+		out[u] = false
+	}
+	return out
+}
+
+func spotIn(zs ...string) []string {
+	var out []string
+	for _, z := range zs {
+		out = append(out, z+"/spot")
+	}
+	return out
+}
+
+func TestCreateUnderInjectedCapacityErrors(t *testing.T) {
+	tests := []struct {
+		name             string
+		insufficient     []localaws.CapacityPool
+		faults           string
+		capacityTypes    []string
+		wantCapacityType string
+		wantErr          string
+		wantFleets       int
+		wantUnavailable  []string
+	}{
+		{
+			name:             "spot exhausted falls back to on-demand at once",
+			insufficient:     pools("m5.large", "spot"),
+			capacityTypes:    []string{"spot", "on-demand"},
+			wantCapacityType: karpv1.CapacityTypeOnDemand,
+			wantFleets:       2,
+			wantUnavailable:  spotIn(zones...),
+		},
+		{
+			name:             "spot exhausted in some zones launches spot in another",
+			insufficient:     pools("m5.large", "spot")[:3],
+			capacityTypes:    []string{"spot", "on-demand"},
+			wantCapacityType: karpv1.CapacityTypeSpot,
+			wantFleets:       1,
+			wantUnavailable:  spotIn(zones[:3]...),
+		},
+		{
+			name:            "spot only, nothing left",
+			insufficient:    pools("m5.large", "spot"),
+			capacityTypes:   []string{"spot"},
+			wantErr:         "InsufficientInstanceCapacity",
+			wantFleets:      1,
+			wantUnavailable: spotIn(zones...),
+		},
+		{
+			name:          "fleets that launch nothing are retried with what remains, then give up",
+			faults:        `{"fleetMaxInstances":0,"fleetErrorCode":"UnfulfillableCapacity"}`,
+			capacityTypes: []string{"spot", "on-demand"},
+			wantErr:       "UnfulfillableCapacity",
+			wantFleets:    maxLaunchAttempts,
+			// Each fleet names the pool it would have launched in: the cheapest spot
+			// offerings go first.
+			wantUnavailable: nil,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.setInsufficientCapacity(t, tt.insufficient)
+			if tt.faults != "" {
+				h.patchFaults(t, tt.faults)
+			}
+			h.endpoint.ResetRequestCounts()
+			start := time.Now()
+			launched, err := h.provider.Create(context.Background(), nodeClaim("ice", []string{"m5.large"}, tt.capacityTypes...))
+			t.Logf("Create took %s", time.Since(start))
+			if tt.wantErr != "" {
+				if !cloudprovider.IsInsufficientCapacityError(err) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Create() error = %v, want an InsufficientCapacityError with %s", err, tt.wantErr)
+				}
+			} else {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := launched.Labels[karpv1.CapacityTypeLabelKey]; got != tt.wantCapacityType {
+					t.Errorf("capacity type %q, want %q", got, tt.wantCapacityType)
+				}
+			}
+			if got := h.endpoint.RequestCounts()["CreateFleet"]; got != tt.wantFleets {
+				t.Errorf("%d CreateFleet requests, want %d", got, tt.wantFleets)
+			}
+			if tt.wantUnavailable != nil {
+				if diff := cmp.Diff(allAvailable(tt.wantUnavailable...), availability(t, h.provider, "m5.large")); diff != "" {
+					t.Errorf("m5.large offerings available to the planner (-want +got):\n%s", diff)
+				}
+			}
+		})
+	}
+}
+
+func TestUnavailableOfferingsExpire(t *testing.T) {
+	h := newHarnessWithClock(t, true)
+	h.setInsufficientCapacity(t, pools("m5.large", "spot"))
+	if _, err := h.provider.Create(context.Background(), nodeClaim("f", []string{"m5.large"}, "spot", "on-demand")); err != nil {
+		t.Fatal(err)
+	}
+	// The pools recover at once; the provider keeps avoiding them for the TTL.
+	h.setInsufficientCapacity(t, nil)
+	steps := []struct {
+		advance time.Duration
+		want    map[string]bool
+	}{
+		{advance: 0, want: allAvailable(spotIn(zones...)...)},
+		{advance: DefaultUnavailableOfferingsTTL - time.Second, want: allAvailable(spotIn(zones...)...)},
+		{advance: time.Second, want: allAvailable()},
+	}
+	for _, step := range steps {
+		h.clock.Step(step.advance)
+		if diff := cmp.Diff(step.want, availability(t, h.provider, "m5.large")); diff != "" {
+			t.Errorf("after %s more: available (-want +got):\n%s", step.advance, diff)
+		}
+	}
+	launched, err := h.provider.Create(context.Background(), nodeClaim("g", []string{"m5.large"}, "spot", "on-demand"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := launched.Labels[karpv1.CapacityTypeLabelKey]; got != karpv1.CapacityTypeSpot {
+		t.Errorf("capacity type %q after the TTL, want spot again", got)
+	}
+}
+
+func TestThrottledRequestsAreRetried(t *testing.T) {
+	h := newHarness(t)
+	h.patchFaults(t, `{"throttleRate":0.5}`)
+	its, err := h.provider.InstanceTypes(context.Background(), nodePool())
+	if err != nil || len(its) < 1000 {
+		t.Fatalf("InstanceTypes() under throttling = %d types, %v; want the catalog", len(its), err)
+	}
+	if _, err := h.provider.Create(context.Background(), nodeClaim("h", []string{"m5.large"}, "spot", "on-demand")); err != nil {
+		t.Fatalf("Create() under throttling: %v", err)
+	}
+	counts := h.endpoint.RequestCounts()
+	total := 0
+	for _, n := range counts {
+		total += n
+	}
+	t.Logf("%d requests under 50%% throttling: %v", total, counts)
+	if got := h.endpoint.Instances(); len(got) != 1 {
+		t.Errorf("%d instances, want 1", len(got))
+	}
+}
+
+func TestGetsAndDeletesAreBatched(t *testing.T) {
+	const n = 20
+	h := newHarnessWithClock(t, true)
+	ctx := context.Background()
+	var claims []*karpv1.NodeClaim
+	for i := range n {
+		nc := nodeClaim(string(rune('a'+i)), []string{"m5.large"}, "on-demand")
+		launched, err := h.provider.Create(ctx, nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc.Status = launched.Status
+		claims = append(claims, nc)
+	}
+	h.endpoint.ResetRequestCounts()
+
+	// step releases a batch once every caller waits in it.
+	step := func(b interface{ size() int }) {
+		deadline := time.Now().Add(10 * time.Second)
+		for b.size() < n && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		h.clock.Step(batchWindow)
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, nc := range claims {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, err := h.provider.Get(ctx, nc.Status.ProviderID)
+			if err == nil && got.Status.ProviderID != nc.Status.ProviderID {
+				err = errors.New("wrong instance " + got.Status.ProviderID)
+			}
+			errs[i] = err
+		}()
+	}
+	step(h.provider.describe)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	for i, nc := range claims {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = h.provider.Delete(ctx, nc)
+		}()
+	}
+	step(h.provider.describe)
+	step(h.provider.terminate)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"DescribeInstances": 2, "TerminateInstances": 1}
+	if diff := cmp.Diff(want, h.endpoint.RequestCounts()); diff != "" {
+		t.Errorf("requests for %d Gets then %d Deletes (-want +got):\n%s", n, n, diff)
+	}
+	for _, i := range h.endpoint.Instances() {
+		if i.State != "shutting-down" {
+			t.Errorf("instance %s is %s, want shutting-down", i.ID, i.State)
+		}
+	}
+}
+
+func TestBatchedDescribeReportsUnknownInstancesOneByOne(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	launched, err := h.provider.Create(ctx, nodeClaim("i", []string{"m5.large"}, "on-demand"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := h.provider.describeInstances(ctx, []string{"i-0123456789abcdef0", providerInstanceID(t, launched)})
+	if !cloudprovider.IsNodeClaimNotFoundError(got["i-0123456789abcdef0"].err) || got[providerInstanceID(t, launched)].err != nil {
+		t.Errorf("describe = %+v, want not found for the unknown id and the instance for the other", got)
+	}
+	terminated := h.provider.terminateInstances(ctx, []string{"i-0123456789abcdef0", providerInstanceID(t, launched)})
+	if !cloudprovider.IsNodeClaimNotFoundError(terminated["i-0123456789abcdef0"].err) || terminated[providerInstanceID(t, launched)].err != nil {
+		t.Errorf("terminate = %+v, want not found for the unknown id only", terminated)
+	}
+}
+
+func providerInstanceID(t *testing.T, nc *karpv1.NodeClaim) string {
+	t.Helper()
+	id, err := instanceIDOf(nc.Status.ProviderID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func TestCrashAfterCreateFleetAdoptsTheInstanceOnRestart(t *testing.T) {
+	h := newHarness(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var crashedWith string
+	h.provider.afterCreateFleet = func(_ context.Context, instanceID string) error {
+		crashedWith = instanceID
+		cancel()
+		return context.Canceled
+	}
+	if _, err := h.provider.Create(ctx, nodeClaim("j", []string{"m5.large", "m5.xlarge"}, "spot", "on-demand")); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Create() = %v, want the crash", err)
+	}
+
+	restarted := h.newProvider(t, h.clock)
+	launched, err := restarted.Create(context.Background(), nodeClaim("j", []string{"m5.large", "m5.xlarge"}, "spot", "on-demand"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, i := range h.endpoint.Instances() {
+		ids = append(ids, i.ID)
+	}
+	if diff := cmp.Diff([]string{crashedWith}, ids); diff != "" {
+		t.Errorf("instances (-want +got):\n%s", diff)
+	}
+	if got := providerInstanceID(t, launched); got != crashedWith {
+		t.Errorf("Create() after restart returned %s, want the adopted %s", got, crashedWith)
+	}
+	if launched.Status.Capacity.Cpu().IsZero() || launched.Labels[karpv1.CapacityTypeLabelKey] != karpv1.CapacityTypeSpot {
+		t.Errorf("adopted NodeClaim %+v lacks capacity or offering labels", launched)
+	}
+	if got := h.endpoint.RequestCounts()["CreateFleet"]; got != 1 {
+		t.Errorf("%d CreateFleet requests, want 1", got)
+	}
+}
+
+func TestRetriedCreateFleetReturnsTheSameInstance(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	lc, err := h.provider.launchContext(ctx, nodePool().Spec.Template.Spec.NodeClassRef)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := nodeClaim("k", []string{"m5.large"}, "on-demand")
+	candidates := allowedOfferings(nc, lc.types)
+	var ids []string
+	// As after a crash before the instance was tagged visibly: the same request again.
+	for range 2 {
+		id, _, err := h.newProvider(t, h.clock).createFleet(ctx, nc, lc.class, lc.resolved, karpv1.CapacityTypeOnDemand, candidates)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if ids[0] == "" || ids[0] != ids[1] || len(h.endpoint.Instances()) != 1 {
+		t.Errorf("two CreateFleet calls for one NodeClaim launched %v (%d instances), want one instance twice", ids, len(h.endpoint.Instances()))
+	}
+}
+
+func TestGarbageCollectLaunchTemplates(t *testing.T) {
+	h := newHarnessWithClock(t, true)
+	ctx := context.Background()
+	if _, err := h.provider.Create(ctx, nodeClaim("l", []string{"m5.large"}, "on-demand")); err != nil {
+		t.Fatal(err)
+	}
+	current := templateNames(t, h)
+	if len(current) != 1 {
+		t.Fatalf("launch templates %v, want the one of the launch", current)
+	}
+	// A template of an older AMI, and one that is not this cluster's.
+	for name, tags := range map[string]map[string]string{
+		"tailor/" + testCluster + "/old": {clusterTagKey(testCluster): "owned"},
+		"someone-else":                   {"team": "web"},
+	} {
+		_, err := h.provider.ec2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
+			LaunchTemplateName: aws.String(name),
+			LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String("ami-0123456789abcdef0")},
+			TagSpecifications:  []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: toEC2Tags(tags)}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	steps := []struct {
+		name        string
+		advance     time.Duration
+		launch      bool
+		wantDeleted []string
+	}{
+		{name: "all recent", advance: 5 * time.Minute},
+		{name: "the current one is used again", advance: time.Minute, launch: true},
+		{name: "the old one is unused for the TTL", advance: 5 * time.Minute, wantDeleted: []string{"tailor/" + testCluster + "/old"}},
+		{name: "the current one too, once unused", advance: 10 * time.Minute, wantDeleted: current},
+	}
+	for i, step := range steps {
+		h.clock.Step(step.advance)
+		if step.launch {
+			if _, err := h.provider.Create(ctx, nodeClaim("m", []string{"m5.large"}, "on-demand")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		deleted, err := h.provider.GarbageCollectLaunchTemplates(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(step.wantDeleted, deleted); diff != "" {
+			t.Errorf("step %d (%s): deleted (-want +got):\n%s", i, step.name, diff)
+		}
+	}
+	if diff := cmp.Diff([]string{"someone-else"}, templateNames(t, h)); diff != "" {
+		t.Errorf("templates left (-want +got):\n%s", diff)
+	}
+	// A launch after collection recreates the template it needs.
+	if _, err := h.provider.Create(ctx, nodeClaim("n", []string{"m5.large"}, "on-demand")); err != nil {
+		t.Fatalf("Create() after the template was collected: %v", err)
+	}
+}
+
+func templateNames(t *testing.T, h *harness) []string {
+	t.Helper()
+	out, err := h.provider.ec2.DescribeLaunchTemplates(context.Background(), &ec2.DescribeLaunchTemplatesInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, lt := range out.LaunchTemplates {
+		names = append(names, aws.ToString(lt.LaunchTemplateName))
+	}
+	sort.Strings(names)
+	return names
+}
+
+func TestPriceSources(t *testing.T) {
+	tests := []struct {
+		name   string
+		faults string
+		want   PriceSources
+	}{
+		{name: "from AWS", faults: `{}`, want: PriceSources{OnDemand: PriceSourceAPI, Spot: PriceSourceAPI}},
+		{
+			name:   "embedded when AWS refuses",
+			faults: `{"throttleRate":1,"throttleActions":["GetProducts","DescribeSpotPriceHistory"]}`,
+			want:   PriceSources{OnDemand: PriceSourceEmbedded, Spot: PriceSourceEmbedded},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.patchFaults(t, tt.faults)
+			if got := availability(t, h.provider, "m5.large"); len(got) != 8 {
+				t.Errorf("m5.large has %d offerings, want 8 priced ones", len(got))
+			}
+			if diff := cmp.Diff(tt.want, h.provider.PriceSources()); diff != "" {
+				t.Errorf("price sources (-want +got):\n%s", diff)
+			}
+			if got := testutil.ToFloat64(priceSourceMetric.WithLabelValues(kindOnDemand, tt.want.OnDemand)); got != 1 {
+				t.Errorf("tailor_cloudprovider_price_source{kind=on-demand,source=%s} = %v, want 1", tt.want.OnDemand, got)
+			}
+		})
+	}
+}
+
+func TestStalePricesRefreshInTheBackground(t *testing.T) {
+	h := newHarnessWithClock(t, true)
+	ctx := context.Background()
+	if _, err := h.provider.InstanceTypes(ctx, nodePool()); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Step(h.provider.opts.SpotPriceTTL)
+	h.endpoint.ResetRequestCounts()
+	// Every price read now fails slowly; planning must not wait for it.
+	h.patchFaults(t, `{"throttleRate":1,"throttleActions":["DescribeSpotPriceHistory"]}`)
+	if _, err := h.provider.InstanceTypes(ctx, nodePool()); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for h.endpoint.RequestCounts()["DescribeSpotPriceHistory"] < retryMaxAttempts && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if got := h.endpoint.RequestCounts()["DescribeSpotPriceHistory"]; got != retryMaxAttempts {
+		t.Errorf("%d DescribeSpotPriceHistory requests in the background, want %d attempts", got, retryMaxAttempts)
+	}
+	if got := h.provider.PriceSources().Spot; got != PriceSourceAPI {
+		t.Errorf("spot price source %q after a failed refresh, want the cached %q", got, PriceSourceAPI)
+	}
+}

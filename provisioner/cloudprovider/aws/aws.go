@@ -150,7 +150,7 @@ type Provider struct {
 	// refreshMu is held while the catalog and prices are read from AWS, so that callers
 	// that find nothing cached wait for one read rather than each making their own.
 	refreshMu sync.Mutex
-	classes    map[types.UID]cached[*resolvedClass]
+	classes   map[types.UID]cached[*resolvedClass]
 	// templates holds the launch templates known to exist, by name, with when a launch
 	// last used them.
 	templates map[string]time.Time

@@ -387,10 +387,13 @@ func (p *Provider) ensureLaunchTemplate(ctx context.Context, nodeClaim *karpv1.N
 		LaunchTemplateData: launchTemplateData(spec),
 		TagSpecifications: []ec2types.TagSpecification{{
 			ResourceType: ec2types.ResourceTypeLaunchTemplate,
+			// The node pool tag is what the IAM policy requires to create and delete
+			// templates; its labels are in the user data, so a template serves one pool.
 			Tags: toEC2Tags(map[string]string{
 				clusterTagKey(p.opts.Cluster.Name): "owned",
 				tagEKSCluster:                      p.opts.Cluster.Name,
 				tagNodeClass:                       class.Name,
+				tagNodePool:                        nodeClaim.Labels[karpv1.NodePoolLabelKey],
 			}),
 		}},
 	})

@@ -189,7 +189,7 @@ func TestSchedulerHasWhatKubeSchedulerHas(t *testing.T) {
 	}
 	leases := []rbacv1.PolicyRule{
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
-		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{"tailor-scheduler", "tailor-provisioner"}, Verbs: []string{"get", "update"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{"tailor-scheduler"}, Verbs: []string{"get", "update"}},
 	}
 	if covered, missing := rbacvalidation.Covers(rulesOfObject(t, "Role", namespace, "tailor-leader-election"), leases); !covered {
 		t.Errorf("the leader election Role lacks:\n%s", rulesYAML(t, missing))
@@ -417,8 +417,50 @@ func TestSchedulerConfiguration(t *testing.T) {
 	}
 }
 
+// TestProvisionerFollowsTheSchedulersLease checks that the provisioner follows the Lease the
+// scheduler's configuration names, with the same timing, and that both containers name
+// their replica after the pod.
+func TestProvisionerFollowsTheSchedulersLease(t *testing.T) {
+	cm := &corev1.ConfigMap{}
+	if err := k8s.Get(t.Context(), client.ObjectKey{Namespace: namespace, Name: "tailor-scheduler"}, cm); err != nil {
+		t.Fatalf("getting the scheduler ConfigMap: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(cm.Data["config.yaml"]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := options.LoadConfigFromFile(klog.Background(), path)
+	if err != nil {
+		t.Fatalf("loading the chart's scheduler configuration: %v", err)
+	}
+	le := cfg.LeaderElection
+	containers := deployment(t).Spec.Template.Spec.Containers
+	provisioner := containers[slices.IndexFunc(containers, func(c corev1.Container) bool { return c.Name == "provisioner" })]
+	want := []string{
+		"--leader-elect=true",
+		"--leader-election-namespace=" + le.ResourceNamespace,
+		"--scheduler-lease-name=" + le.ResourceName,
+		"--leader-election-lease-duration=" + le.LeaseDuration.Duration.String(),
+		"--leader-election-renew-deadline=" + le.RenewDeadline.Duration.String(),
+		"--leader-election-retry-period=" + le.RetryPeriod.Duration.String(),
+	}
+	got := slices.DeleteFunc(slices.Clone(provisioner.Args), func(a string) bool {
+		return !strings.HasPrefix(a, "--leader-elect") && !strings.HasPrefix(a, "--scheduler-lease")
+	})
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("provisioner leader election flags (-want +got):\n%s", diff)
+	}
+	replica := []corev1.EnvVar{{Name: "TAILOR_REPLICA", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}}}
+	for _, c := range containers {
+		got := slices.DeleteFunc(slices.Clone(c.Env), func(e corev1.EnvVar) bool { return e.Name != "TAILOR_REPLICA" })
+		if diff := cmp.Diff(replica, got); diff != "" {
+			t.Errorf("container %s: TAILOR_REPLICA (-want +got):\n%s", c.Name, diff)
+		}
+	}
+}
+
 // TestArgsAreFlagsOfTheBinaries checks that every flag the chart passes is one the binary
-// built from this checkout defines.
+// defines, as hack/build.sh built it into _output/bin.
 func TestArgsAreFlagsOfTheBinaries(t *testing.T) {
 	binaries := map[string]string{"scheduler": "tailor-scheduler", "provisioner": "tailor-provisioner"}
 	flagName := regexp.MustCompile(`^--?([^=]+)`)
@@ -432,7 +474,7 @@ func TestArgsAreFlagsOfTheBinaries(t *testing.T) {
 					continue
 				}
 				if !defined[m[1]] {
-					t.Errorf("%s has no flag --%s", binaries[c.Name], m[1])
+					t.Errorf("%s has no flag --%s (if the flag is new, run `make binaries`)", binaries[c.Name], m[1])
 				}
 			}
 		})

@@ -41,10 +41,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 {{- end }}
 
-{{/* Leader election Leases, in the release namespace. The provisioner's name is fixed by the
-binary; the scheduler's is set in its configuration. */}}
+{{/* The scheduler's leader election Lease, in the release namespace. The provisioner holds
+no Lease of its own: it leads while the scheduler of its pod holds this one. */}}
 {{- define "tailor.schedulerLease" -}}tailor-scheduler{{- end }}
-{{- define "tailor.provisionerLease" -}}tailor-provisioner{{- end }}
 
 {{/* Directory of the provisioner's gRPC socket, an emptyDir both containers mount. */}}
 {{- define "tailor.socketDir" -}}/var/run/tailor{{- end }}

@@ -12,6 +12,7 @@ import (
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -20,6 +21,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -32,8 +34,10 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/batcher"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws"
 	"github.com/tailor-autoscaler/tailor/provisioner/handoff"
+	"github.com/tailor-autoscaler/tailor/provisioner/interruption"
 	"github.com/tailor-autoscaler/tailor/provisioner/leader"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
+	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/garbagecollection"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/lifecycle"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/termination"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclass"
@@ -70,6 +74,11 @@ type Options struct {
 	// LeaseDuration, RenewDeadline and RetryPeriod time the sidecar's elector; a sidecar
 	// waits RenewDeadline+RetryPeriod after its scheduler took the Lease before it leads.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// InterruptionQueue is the SQS queue (name or URL) EventBridge sends EC2 interruption
+	// events to; empty disables interruption handling.
+	InterruptionQueue string
+	// GarbageCollection times the orphan grace and the launch and registration timeouts.
+	GarbageCollection garbagecollection.Options
 }
 
 // Validate checks the options and names the flag to fix.
@@ -84,6 +93,7 @@ func (o *Options) Validate() error {
 	if o.BatchIdle <= 0 || o.BatchMax < o.BatchIdle {
 		errs = append(errs, fmt.Errorf("--batch-idle-duration (%s) must be positive and at most --batch-max-duration (%s)", o.BatchIdle, o.BatchMax))
 	}
+	errs = append(errs, o.GarbageCollection.Validate())
 	return errors.Join(errs...)
 }
 
@@ -139,7 +149,17 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	prov := provisioning.New(mgr.GetClient(), provider, tracker, batches, recorder)
 	nominations := nomination.NewController(mgr.GetClient(), tracker)
 
+	gc, err := garbagecollection.NewController(mgr.GetClient(), provider, recorder, clk, opts.GarbageCollection)
+	if err != nil {
+		return err
+	}
+	interruptions, err := newInterruptionController(ctx, mgr, opts, recorder, clk)
+	if err != nil {
+		return err
+	}
 	for _, c := range []interface{ Register(ctrl.Manager) error }{
+		gc,
+		interruptions,
 		lifecycle.NewController(mgr.GetClient(), provider, recorder, clk),
 		termination.NewController(mgr.GetClient(), provider, recorder, clk),
 		nominations,
@@ -311,3 +331,28 @@ func trimPlus(minor string) string {
 	}
 	return minor
 }
+
+// newInterruptionController reads the interruption queue with the SDK's default
+// configuration, or does nothing when no queue is set.
+func newInterruptionController(ctx context.Context, mgr ctrl.Manager, opts Options, recorder record.EventRecorder, clk clock.Clock) (interface{ Register(ctrl.Manager) error }, error) {
+	if opts.InterruptionQueue == "" {
+		return noController{}, nil
+	}
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("loading AWS configuration: %w", err)
+	}
+	if opts.AWSEndpointURL != "" {
+		awsCfg.BaseEndpoint = awssdk.String(opts.AWSEndpointURL)
+	}
+	queue, err := interruption.NewSQSQueue(sqs.NewFromConfig(awsCfg), opts.InterruptionQueue, 0)
+	if err != nil {
+		return nil, err
+	}
+	return interruption.NewController(mgr.GetClient(), queue, recorder, clk, interruption.Options{})
+}
+
+// noController stands for a disabled controller.
+type noController struct{}
+
+func (noController) Register(ctrl.Manager) error { return nil }

@@ -52,4 +52,4 @@ fi
 
 log "building Tailor binaries"
 go build -o "$bin/" ./plugin/cmd/tailor-scheduler ./provisioner/cmd/tailor-provisioner \
-  ./test/localaws/cmd/tailor-local-aws ./test/localstack/cmd/tailor-dev
+  ./provisioner/cmd/tailorctl ./test/localaws/cmd/tailor-local-aws ./test/localstack/cmd/tailor-dev

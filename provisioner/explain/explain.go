@@ -1,0 +1,189 @@
+// Package explain says why a pod is pending or where it is headed, from what the cluster
+// records: the pod's status, the scheduler's last FailedScheduling event (its per-reason
+// node counts), the provisioner's FailedProvisioning events (its per-NodePool reasons),
+// and the NodeClaim whose planned-pods annotation lists the pod. It serves
+// `tailorctl explain`.
+package explain
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
+)
+
+// Event reasons explain reads.
+const (
+	// ReasonFailedScheduling is the scheduler's event for a pod no node can take.
+	ReasonFailedScheduling = "FailedScheduling"
+	// ReasonFailedProvisioning is the provisioner's event for a pod no NodePool can take
+	// (provisioning.ReasonFailedProvisioning).
+	ReasonFailedProvisioning = "FailedProvisioning"
+)
+
+// Explanation is what the cluster records about a pod's way to a node.
+type Explanation struct {
+	// Pod is namespace/name.
+	Pod               string
+	SchedulerName     string
+	Phase             corev1.PodPhase
+	NodeName          string
+	NominatedNodeName string
+	// Scheduling is the scheduler's latest FailedScheduling event, if any.
+	Scheduling *SchedulingFailure
+	// Provisioning are the provisioner's FailedProvisioning events, latest first.
+	Provisioning []ProvisioningFailure
+	// NodeClaim is the NodeClaim the pod is planned onto, if any.
+	NodeClaim *NodeClaim
+}
+
+// NodeClaim is a NodeClaim a pod is planned onto.
+type NodeClaim struct {
+	Name         string
+	NodePool     string
+	InstanceType string
+	Zone         string
+	CapacityType string
+	NodeName     string
+	ProviderID   string
+	// Launched, Registered and Initialized are the status of those conditions: True,
+	// False, Unknown, or empty when the condition is not set yet.
+	Launched    string
+	Registered  string
+	Initialized string
+	// PlannedPods counts every pod planned onto the NodeClaim, this one included.
+	PlannedPods int
+}
+
+// Scheme has the types Explain reads: core types and NodeClaims.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(karpv1.AddToScheme(s))
+	return s
+}
+
+// Explain reads what the cluster records about the pod namespace/name.
+func Explain(ctx context.Context, c client.Reader, namespace, name string) (*Explanation, error) {
+	pod := &corev1.Pod{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, pod); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("pod %s/%s not found: check the name and the namespace (-n)", namespace, name)
+		}
+		return nil, fmt.Errorf("getting pod %s/%s: %w", namespace, name, err)
+	}
+	ex := &Explanation{
+		Pod:               namespace + "/" + name,
+		SchedulerName:     pod.Spec.SchedulerName,
+		Phase:             pod.Status.Phase,
+		NodeName:          pod.Spec.NodeName,
+		NominatedNodeName: pod.Status.NominatedNodeName,
+	}
+
+	events := &corev1.EventList{}
+	if err := c.List(ctx, events, client.InNamespace(namespace), client.MatchingFields{
+		"involvedObject.kind": "Pod", "involvedObject.name": name,
+	}); err != nil {
+		return nil, fmt.Errorf("listing events of pod %s/%s: %w", namespace, name, err)
+	}
+	var mine []corev1.Event
+	for _, e := range events.Items {
+		if e.InvolvedObject.UID == pod.UID {
+			mine = append(mine, e)
+		}
+	}
+	sort.SliceStable(mine, func(i, j int) bool { return lastSeen(&mine[i]).After(lastSeen(&mine[j])) })
+	for i := range mine {
+		e := &mine[i]
+		switch e.Reason {
+		case ReasonFailedScheduling:
+			if ex.Scheduling == nil {
+				f := ParseSchedulingMessage(e.Message)
+				f.Count = count(e)
+				ex.Scheduling = &f
+			}
+		case ReasonFailedProvisioning:
+			f := ParseProvisioningMessage(e.Message)
+			f.Count = count(e)
+			ex.Provisioning = append(ex.Provisioning, f)
+		}
+	}
+
+	claims := &karpv1.NodeClaimList{}
+	if err := c.List(ctx, claims); err != nil {
+		return nil, fmt.Errorf("listing NodeClaims: %w", err)
+	}
+	for i := range claims.Items {
+		nc := &claims.Items[i]
+		planned, err := nomination.DecodePods(nc.Annotations[nomination.PlannedPodsAnnotationKey])
+		if err != nil {
+			continue // another NodeClaim's broken annotation says nothing about this pod
+		}
+		for _, p := range planned {
+			if p.UID == pod.UID || (p.UID == "" && p.Namespace == namespace && p.Name == name) {
+				ex.NodeClaim = nodeClaim(nc, len(planned))
+			}
+		}
+	}
+	return ex, nil
+}
+
+func nodeClaim(nc *karpv1.NodeClaim, planned int) *NodeClaim {
+	condition := func(t string) string {
+		if c := meta.FindStatusCondition(nc.Status.Conditions, t); c != nil {
+			return string(c.Status)
+		}
+		return ""
+	}
+	return &NodeClaim{
+		Name:         nc.Name,
+		NodePool:     nc.Labels[karpv1.NodePoolLabelKey],
+		InstanceType: nc.Labels[corev1.LabelInstanceTypeStable],
+		Zone:         nc.Labels[corev1.LabelTopologyZone],
+		CapacityType: nc.Labels[karpv1.CapacityTypeLabelKey],
+		NodeName:     nc.Status.NodeName,
+		ProviderID:   nc.Status.ProviderID,
+		Launched:     condition(karpv1.ConditionTypeLaunched),
+		Registered:   condition(karpv1.ConditionTypeRegistered),
+		Initialized:  condition(karpv1.ConditionTypeInitialized),
+		PlannedPods:  planned,
+	}
+}
+
+// lastSeen is when an event last happened, whichever API (core/v1 or events.k8s.io/v1,
+// which the scheduler uses) recorded it.
+func lastSeen(e *corev1.Event) time.Time {
+	t := e.LastTimestamp.Time
+	if e.Series != nil && e.Series.LastObservedTime.After(t) {
+		t = e.Series.LastObservedTime.Time
+	}
+	if e.EventTime.After(t) {
+		t = e.EventTime.Time
+	}
+	if e.FirstTimestamp.After(t) {
+		t = e.FirstTimestamp.Time
+	}
+	return t
+}
+
+func count(e *corev1.Event) int32 {
+	if e.Series != nil && e.Series.Count > e.Count {
+		return e.Series.Count
+	}
+	if e.Count == 0 {
+		return 1
+	}
+	return e.Count
+}

@@ -1,0 +1,216 @@
+package explain
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
+	"github.com/tailor-autoscaler/tailor/test/testenv"
+)
+
+var (
+	update = flag.Bool("update", false, "rewrite the golden files in testdata")
+	kube   client.Client
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	os.Exit(testenv.Run(m, func(cfg *rest.Config) error {
+		c, err := client.New(cfg, client.Options{Scheme: Scheme()})
+		kube = c
+		return err
+	}))
+}
+
+const (
+	lastSchedulerMessage = "0/3 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, 2 Insufficient cpu. " +
+		"preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod., NodeProvisioning: waiting for NodeClaim general-x7k2p to launch."
+	provisionerMessage = `cannot provision a node for this pod: NodePool "gpu": the pod does not tolerate taint nvidia.com/gpu=true:NoSchedule; ` +
+		`NodePool "general": no instance type has room for the pod's requests (cpu=64, memory=1Gi, pods=1); existing nodes: 0/3 nodes are available: 2 node(s): Insufficient cpu (NodeResourcesFit)`
+)
+
+// TestExplainPlannedPod reads a pending pod with scheduler events (an old and a new one),
+// a NodeClaim that plans it and launched, and another pod's events, from a real API server.
+func TestExplainPlannedPod(t *testing.T) {
+	ctx := context.Background()
+	pod := createPod(t, ctx, "web-1")
+	pod.Status.NominatedNodeName = "ip-10-0-1-5.ec2.internal"
+	pod.Status.Phase = corev1.PodPending
+	if err := kube.Status().Update(ctx, pod); err != nil {
+		t.Fatalf("updating pod status: %v", err)
+	}
+	now := time.Now()
+	createEvent(t, ctx, pod, "FailedScheduling", "0/1 nodes are available: 1 Insufficient cpu.", now.Add(-time.Minute), 1)
+	createEvent(t, ctx, pod, "FailedScheduling", lastSchedulerMessage, now, 4)
+	other := createPod(t, ctx, "web-2")
+	createEvent(t, ctx, other, "FailedScheduling", "0/9 nodes are available: 9 Insufficient memory.", now.Add(time.Minute), 1)
+
+	planned, err := nomination.EncodePods([]nomination.Pod{
+		{Namespace: "default", Name: "web-1", UID: pod.UID},
+		{Namespace: "default", Name: "web-2", UID: other.UID},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := &karpv1.NodeClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        "general-x7k2p",
+			Annotations: map[string]string{nomination.PlannedPodsAnnotationKey: planned},
+			Labels: map[string]string{
+				karpv1.NodePoolLabelKey:        "general",
+				corev1.LabelInstanceTypeStable: "m5.large",
+				corev1.LabelTopologyZone:       "us-east-1a",
+				karpv1.CapacityTypeLabelKey:    "spot",
+			},
+		},
+		Spec: karpv1.NodeClaimSpec{
+			Requirements: []karpv1.NodeSelectorRequirementWithMinValues{{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"m5.large"}}},
+			NodeClassRef: &karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"},
+			ExpireAfter:  karpv1.MustParseNillableDuration("720h"),
+		},
+	}
+	if err := kube.Create(ctx, nc); err != nil {
+		t.Fatalf("creating NodeClaim: %v", err)
+	}
+	nc.Status.NodeName = "ip-10-0-1-5.ec2.internal"
+	nc.Status.ProviderID = "aws:///us-east-1a/i-0123456789abcdef0"
+	nc.Status.Conditions = []metav1.Condition{
+		{Type: karpv1.ConditionTypeLaunched, Status: metav1.ConditionTrue, Reason: "Launched", LastTransitionTime: metav1.Now()},
+		{Type: karpv1.ConditionTypeRegistered, Status: metav1.ConditionFalse, Reason: "NodeNotFound", LastTransitionTime: metav1.Now()},
+	}
+	if err := kube.Status().Update(ctx, nc); err != nil {
+		t.Fatalf("updating NodeClaim status: %v", err)
+	}
+
+	got, err := Explain(ctx, kube, "default", "web-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Explanation{
+		Pod:               "default/web-1",
+		SchedulerName:     "tailor-scheduler",
+		Phase:             corev1.PodPending,
+		NominatedNodeName: "ip-10-0-1-5.ec2.internal",
+		Scheduling: &SchedulingFailure{
+			Message:    lastSchedulerMessage,
+			Count:      4,
+			TotalNodes: 3,
+			Reasons: []NodeCount{
+				{Nodes: 1, Reason: "node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }"},
+				{Nodes: 2, Reason: "Insufficient cpu"},
+			},
+			PostFilter: "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod., NodeProvisioning: waiting for NodeClaim general-x7k2p to launch",
+		},
+		NodeClaim: &NodeClaim{
+			Name: "general-x7k2p", NodePool: "general", InstanceType: "m5.large", Zone: "us-east-1a", CapacityType: "spot",
+			NodeName: "ip-10-0-1-5.ec2.internal", ProviderID: "aws:///us-east-1a/i-0123456789abcdef0",
+			Launched: "True", Registered: "False", PlannedPods: 2,
+		},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Explain (-want +got):\n%s", diff)
+	}
+	renderGolden(t, "planned.golden", got)
+}
+
+// TestExplainUnprovisionablePod reads a pod no NodePool can take.
+func TestExplainUnprovisionablePod(t *testing.T) {
+	ctx := context.Background()
+	pod := createPod(t, ctx, "big-1")
+	createEvent(t, ctx, pod, "FailedScheduling", "0/3 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, 2 Insufficient cpu. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod., NodeProvisioning: waiting for the provisioner to plan a node.", time.Now(), 2)
+	createEvent(t, ctx, pod, "FailedProvisioning", provisionerMessage, time.Now(), 1)
+
+	got, err := Explain(ctx, kube, "default", "big-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantProvisioning := []ProvisioningFailure{{
+		Message: provisionerMessage,
+		Count:   1,
+		NodePools: []NodePoolReason{
+			{NodePool: "gpu", Reason: "the pod does not tolerate taint nvidia.com/gpu=true:NoSchedule"},
+			{NodePool: "general", Reason: "no instance type has room for the pod's requests (cpu=64, memory=1Gi, pods=1)"},
+		},
+		ExistingNodes: "0/3 nodes are available: 2 node(s): Insufficient cpu (NodeResourcesFit)",
+	}}
+	if diff := cmp.Diff(wantProvisioning, got.Provisioning); diff != "" {
+		t.Errorf("Provisioning (-want +got):\n%s", diff)
+	}
+	if got.NodeClaim != nil {
+		t.Errorf("NodeClaim = %+v, want none", got.NodeClaim)
+	}
+	renderGolden(t, "unprovisionable.golden", got)
+}
+
+func TestExplainMissingPod(t *testing.T) {
+	_, err := Explain(context.Background(), kube, "default", "nope")
+	want := "pod default/nope not found: check the name and the namespace (-n)"
+	if err == nil || err.Error() != want {
+		t.Errorf("Explain error = %v, want %q", err, want)
+	}
+}
+
+func createPod(t *testing.T, ctx context.Context, name string) *corev1.Pod {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+		Spec: corev1.PodSpec{
+			SchedulerName: "tailor-scheduler",
+			Containers:    []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}},
+		},
+	}
+	if err := kube.Create(ctx, pod); err != nil {
+		t.Fatalf("creating pod: %v", err)
+	}
+	return pod
+}
+
+func createEvent(t *testing.T, ctx context.Context, pod *corev1.Pod, reason, msg string, at time.Time, count int32) {
+	t.Helper()
+	e := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, GenerateName: pod.Name + "."},
+		InvolvedObject: corev1.ObjectReference{
+			Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, APIVersion: "v1",
+		},
+		Reason: reason, Message: msg, Type: corev1.EventTypeWarning, Count: count,
+		FirstTimestamp: metav1.NewTime(at), LastTimestamp: metav1.NewTime(at),
+		Source: corev1.EventSource{Component: "test"},
+	}
+	if err := kube.Create(ctx, e); err != nil {
+		t.Fatalf("creating event: %v", err)
+	}
+}
+
+func renderGolden(t *testing.T, file string, ex *Explanation) {
+	t.Helper()
+	var b bytes.Buffer
+	if err := Render(&b, ex); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join("testdata", file)
+	if *update {
+		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading the golden file (go test -update writes it): %v", err)
+	}
+	if diff := cmp.Diff(string(want), b.String()); diff != "" {
+		t.Errorf("Render (-want +got):\n%s", diff)
+	}
+}

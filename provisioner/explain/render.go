@@ -1,0 +1,91 @@
+package explain
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Verdict is one sentence on where the pod stands.
+func (ex *Explanation) Verdict() string {
+	nc := ex.NodeClaim
+	switch {
+	case ex.NodeName != "":
+		return fmt.Sprintf("bound to node %s (%s)", ex.NodeName, ex.Phase)
+	case nc != nil && nc.Launched != "True":
+		return fmt.Sprintf("planned onto NodeClaim %s, whose instance is not launched yet", nc.Name)
+	case nc != nil && nc.Registered != "True":
+		return fmt.Sprintf("planned onto NodeClaim %s, launched; waiting for node %s to register", nc.Name, orNone(nc.NodeName))
+	case nc != nil && nc.Initialized != "True":
+		return fmt.Sprintf("planned onto NodeClaim %s; waiting for node %s to initialize (Ready, startup taints removed)", nc.Name, nc.NodeName)
+	case nc != nil:
+		return fmt.Sprintf("planned onto NodeClaim %s, whose node %s is ready; waiting for the scheduler to bind it", nc.Name, nc.NodeName)
+	case len(ex.Provisioning) > 0:
+		return "pending: no NodePool can launch a node for it (reasons below)"
+	case ex.Scheduling != nil:
+		return "pending: no existing node fits it, and the provisioner has not planned a node for it yet"
+	}
+	return "pending: the scheduler has not reported on it yet (is schedulerName right, and is the scheduler running?)"
+}
+
+// Render writes the explanation for a terminal.
+func Render(w io.Writer, ex *Explanation) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Pod %s: %s\n", ex.Pod, ex.Verdict())
+	fmt.Fprintf(&b, "  scheduler:  %s\n", orNone(ex.SchedulerName))
+	fmt.Fprintf(&b, "  phase:      %s\n", orNone(string(ex.Phase)))
+	fmt.Fprintf(&b, "  node:       %s\n", orNone(ex.NodeName))
+	fmt.Fprintf(&b, "  nominated:  %s\n", orNone(ex.NominatedNodeName))
+
+	if s := ex.Scheduling; s != nil {
+		fmt.Fprintf(&b, "\nScheduler: FailedScheduling (%s)\n", times(s.Count))
+		if s.TotalNodes > 0 || len(s.Reasons) > 0 {
+			fmt.Fprintf(&b, "  0/%d nodes are available; nodes rejecting the pod, by reason:\n", s.TotalNodes)
+		}
+		for _, r := range s.Reasons {
+			fmt.Fprintf(&b, "  %6d  %s\n", r.Nodes, r.Reason)
+		}
+		if s.PreFilter != "" {
+			fmt.Fprintf(&b, "  every node: %s\n", s.PreFilter)
+		}
+		if s.PostFilter != "" {
+			fmt.Fprintf(&b, "  then: %s\n", s.PostFilter)
+		}
+	}
+	for _, p := range ex.Provisioning {
+		fmt.Fprintf(&b, "\nProvisioner: FailedProvisioning (%s)\n", times(p.Count))
+		if p.Reason != "" {
+			fmt.Fprintf(&b, "  %s\n", p.Reason)
+		}
+		for _, np := range p.NodePools {
+			fmt.Fprintf(&b, "  NodePool %s: %s\n", np.NodePool, np.Reason)
+		}
+		if p.ExistingNodes != "" {
+			fmt.Fprintf(&b, "  existing nodes: %s\n", p.ExistingNodes)
+		}
+	}
+	if nc := ex.NodeClaim; nc != nil {
+		fmt.Fprintf(&b, "\nNodeClaim %s (NodePool %s), planned for %d pod(s) including this one\n", nc.Name, orNone(nc.NodePool), nc.PlannedPods)
+		fmt.Fprintf(&b, "  launched: %s  registered: %s  initialized: %s\n", orNone(nc.Launched), orNone(nc.Registered), orNone(nc.Initialized))
+		fmt.Fprintf(&b, "  instance type: %s  zone: %s  capacity type: %s\n", orNone(nc.InstanceType), orNone(nc.Zone), orNone(nc.CapacityType))
+		fmt.Fprintf(&b, "  node: %s  provider id: %s\n", orNone(nc.NodeName), orNone(nc.ProviderID))
+	} else if ex.NodeName == "" {
+		b.WriteString("\nNo NodeClaim plans this pod.\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
+}
+
+func times(n int32) string {
+	if n == 1 {
+		return "1 time"
+	}
+	return fmt.Sprintf("%d times", n)
+}

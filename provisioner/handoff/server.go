@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	provisionerv1 "github.com/tailor-autoscaler/tailor/proto/tailor/provisioner/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/metrics"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
 	"github.com/tailor-autoscaler/tailor/provisioner/provisioning"
 )
@@ -134,8 +135,12 @@ func Serve(ctx context.Context, path string, srv *Server) error {
 	if err := os.Chmod(path, 0o660); err != nil {
 		return fmt.Errorf("setting socket permissions: %w", err)
 	}
-	g := grpc.NewServer()
+	g := grpc.NewServer(
+		grpc.ChainUnaryInterceptor(metrics.GRPC.UnaryServerInterceptor()),
+		grpc.ChainStreamInterceptor(metrics.GRPC.StreamServerInterceptor()),
+	)
 	provisionerv1.RegisterProvisionerServer(g, srv)
+	metrics.GRPC.InitializeMetrics(g)
 	go func() {
 		<-ctx.Done()
 		srv.closeOnce.Do(func() { close(srv.closing) })

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
@@ -36,6 +37,7 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/handoff"
 	"github.com/tailor-autoscaler/tailor/provisioner/interruption"
 	"github.com/tailor-autoscaler/tailor/provisioner/leader"
+	"github.com/tailor-autoscaler/tailor/provisioner/metrics"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/garbagecollection"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/lifecycle"
@@ -169,7 +171,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 			return fmt.Errorf("registering controller: %w", err)
 		}
 	}
-	if err := forgetBoundPods(ctx, mgr, prov); err != nil {
+	if err := forgetBoundPods(ctx, mgr, prov, clk); err != nil {
 		return err
 	}
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
@@ -195,6 +197,9 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return handoff.Serve(ctx, opts.SocketPath, handoff.NewServer(prov, tracker))
 	})); err != nil {
 		return fmt.Errorf("adding gRPC server: %w", err)
+	}
+	if err := crmetrics.Registry.Register(metrics.NewNodePoolCollector(mgr.GetClient())); err != nil {
+		return fmt.Errorf("registering NodePool metrics: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding health check: %w", err)
@@ -261,7 +266,7 @@ func startInformers(ctx context.Context, mgr ctrl.Manager) error {
 
 // forgetBoundPods drops pods from the provisioning queue and tracker once they are bound or
 // deleted.
-func forgetBoundPods(ctx context.Context, mgr ctrl.Manager, prov *provisioning.Provisioner) error {
+func forgetBoundPods(ctx context.Context, mgr ctrl.Manager, prov *provisioning.Provisioner, clk clock.PassiveClock) error {
 	informer, err := mgr.GetCache().GetInformer(ctx, &corev1.Pod{})
 	if err != nil {
 		return fmt.Errorf("getting pod informer: %w", err)
@@ -269,7 +274,7 @@ func forgetBoundPods(ctx context.Context, mgr ctrl.Manager, prov *provisioning.P
 	_, err = informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, obj any) {
 			if pod, ok := obj.(*corev1.Pod); ok && pod.Spec.NodeName != "" {
-				prov.Forget(pod.UID)
+				prov.Bound(pod, clk.Now())
 			}
 		},
 		DeleteFunc: func(obj any) {

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,6 +25,7 @@ import (
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+	"github.com/tailor-autoscaler/tailor/provisioner/metrics"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 	"github.com/tailor-autoscaler/tailor/provisioner/requirements"
@@ -126,6 +128,7 @@ func (p *Provisioner) Submit(subs []Submission) int {
 		p.pending[s.Pod.UID] = s
 		n++
 	}
+	metrics.PodsQueued.Set(float64(len(p.pending)))
 	p.mu.Unlock()
 	if n > 0 {
 		p.batch.Trigger()
@@ -137,8 +140,18 @@ func (p *Provisioner) Submit(subs []Submission) int {
 func (p *Provisioner) Forget(uid types.UID) {
 	p.mu.Lock()
 	delete(p.pending, uid)
+	metrics.PodsQueued.Set(float64(len(p.pending)))
 	p.mu.Unlock()
 	p.tracker.Forget(uid)
+}
+
+// Bound records a pod's binding: a pod Tailor planned for counts in the time pods wait for
+// capacity. Then the pod is forgotten.
+func (p *Provisioner) Bound(pod *corev1.Pod, at time.Time) {
+	if p.tracker.Planned(pod.UID) {
+		metrics.PodBoundSeconds.Observe(at.Sub(pod.CreationTimestamp.Time).Seconds())
+	}
+	p.Forget(pod.UID)
 }
 
 // Pending returns how many pods wait for the next batch.
@@ -169,6 +182,7 @@ func (p *Provisioner) takePending() []Submission {
 		out = append(out, s)
 	}
 	p.pending = map[types.UID]Submission{}
+	metrics.PodsQueued.Set(0)
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Pod.Namespace != out[j].Pod.Namespace {
 			return out[i].Pod.Namespace < out[j].Pod.Namespace
@@ -230,7 +244,10 @@ func (p *Provisioner) provisionGroup(ctx context.Context, subs []Submission, unb
 	if err != nil {
 		return err
 	}
+	start := time.Now()
 	plan := packing.Solve(input)
+	metrics.PlanSeconds.Observe(time.Since(start).Seconds())
+	recordPlan(plan)
 	for _, placement := range plan.Existing {
 		if err := p.addToInFlight(ctx, placement); err != nil {
 			return err
@@ -258,6 +275,17 @@ func (p *Provisioner) provisionGroup(ctx context.Context, subs []Submission, unb
 		logger.Info("cannot provision pod", "pod", klogRef(u.Pod), "reason", msg)
 	}
 	return nil
+}
+
+// recordPlan counts where a plan put its pods.
+func recordPlan(plan packing.Plan) {
+	for _, nc := range plan.NewNodeClaims {
+		metrics.PlannedPods.WithLabelValues(metrics.ResultNewNodeClaim).Add(float64(len(nc.Pods)))
+	}
+	for _, e := range plan.Existing {
+		metrics.PlannedPods.WithLabelValues(metrics.ResultExisting).Add(float64(len(e.Pods)))
+	}
+	metrics.PlannedPods.WithLabelValues(metrics.ResultUnschedulable).Add(float64(len(plan.Unschedulable)))
 }
 
 func sortedKeys(m map[string]string) []string {
@@ -320,6 +348,7 @@ func (p *Provisioner) createNodeClaim(ctx context.Context, planned *packing.NewN
 		return nil, fmt.Errorf("creating NodeClaim for NodePool %s: %w", np.Name, err)
 	}
 	p.tracker.Plan(nc.Name, "", pods)
+	metrics.NodeClaimsCreated.WithLabelValues(np.Name).Inc()
 	return nc, nil
 }
 

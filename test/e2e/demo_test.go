@@ -1,7 +1,11 @@
 package e2e
 
 import (
+	"net/http"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/tailor-autoscaler/tailor/test/scenario"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
@@ -40,5 +44,72 @@ func TestDemoPodsLandWhereTheyWereNominated(t *testing.T) {
 	}
 	if result.PricePerHour <= 0 {
 		t.Errorf("total price %v, want positive", result.PricePerHour)
+	}
+	checkMetrics(t, e.stack.ProvisionerMetricsURL, len(result.Nodes), result.Total)
+}
+
+// checkMetrics scrapes the provisioner and checks that its metrics tell the demo's story:
+// every NodeClaim created, launched and initialized, every pod planned onto a new one and
+// bound, plans timed, and the scheduler plugin's calls counted.
+func checkMetrics(t *testing.T, url string, nodeClaims, pods int) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("scraping %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	var parser expfmt.TextParser
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parsing %s: %v", url, err)
+	}
+	// sum adds the samples of a family whose labels include match.
+	sum := func(name string, match map[string]string) float64 {
+		total := 0.0
+		for _, m := range families[name].GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			matches := true
+			for k, v := range match {
+				matches = matches && labels[k] == v
+			}
+			if !matches {
+				continue
+			}
+			switch {
+			case m.GetCounter() != nil:
+				total += m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				total += m.GetGauge().GetValue()
+			case m.GetHistogram() != nil:
+				total += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+		return total
+	}
+	want := map[string]float64{
+		"tailor_nodeclaims_created_total":                          float64(nodeClaims),
+		"tailor_nodeclaims_launched_total":                         float64(nodeClaims),
+		"tailor_nodeclaims_initialized_total":                      float64(nodeClaims),
+		"planned_pods_total{result=new_nodeclaim}":                 float64(pods),
+		"pod_bound_seconds (samples)":                              float64(pods),
+		"plan_duration_seconds (samples) at least one":             1,
+		"grpc SubmitPods handled OK at least once":                 1,
+		"tailor_nodepool_usage{nodepool=general,resource=cpu} > 0": 1,
+	}
+	got := map[string]float64{
+		"tailor_nodeclaims_created_total":                          sum("tailor_nodeclaims_created_total", nil),
+		"tailor_nodeclaims_launched_total":                         sum("tailor_nodeclaims_launched_total", nil),
+		"tailor_nodeclaims_initialized_total":                      sum("tailor_nodeclaims_initialized_total", nil),
+		"planned_pods_total{result=new_nodeclaim}":                 sum("tailor_provisioner_planned_pods_total", map[string]string{"result": "new_nodeclaim"}),
+		"pod_bound_seconds (samples)":                              sum("tailor_provisioner_pod_bound_seconds", nil),
+		"plan_duration_seconds (samples) at least one":             min(1, sum("tailor_provisioner_plan_duration_seconds", nil)),
+		"grpc SubmitPods handled OK at least once":                 min(1, sum("grpc_server_handled_total", map[string]string{"grpc_method": "SubmitPods", "grpc_code": "OK"})),
+		"tailor_nodepool_usage{nodepool=general,resource=cpu} > 0": min(1, sum("tailor_nodepool_usage", map[string]string{"nodepool": "general", "resource": "cpu"})),
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("provisioner metrics (-want +got):\n%s", diff)
 	}
 }

@@ -86,6 +86,8 @@ type Stack struct {
 	AWSEndpoint string
 	// SocketPath is the provisioner's gRPC socket.
 	SocketPath string
+	// ProvisionerMetricsURL serves the provisioner's Prometheus metrics.
+	ProvisionerMetricsURL string
 }
 
 func (o *Options) defaults() error {
@@ -446,6 +448,7 @@ func (s *Stack) AWSEnv() []string {
 
 func (s *Stack) startProvisioner(ctx context.Context) error {
 	health := fmt.Sprintf("127.0.0.1:%d", s.ports["provisioner-health"])
+	s.ProvisionerMetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", s.ports["provisioner-metrics"])
 	err := s.run(Provisioner, s.opts.bin("tailor-provisioner"), []string{
 		"--kubeconfig", kubeconfigPath(s.opts.Dir, "tailor-provisioner"),
 		"--socket", s.SocketPath,

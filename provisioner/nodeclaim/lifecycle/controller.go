@@ -25,6 +25,7 @@ import (
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+	"github.com/tailor-autoscaler/tailor/provisioner/metrics"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
 )
 
@@ -111,18 +112,23 @@ func (c *Controller) launch(ctx context.Context, nc *karpv1.NodeClaim) (reconcil
 	launched, err := c.launcher.Create(ctx, nc)
 	switch {
 	case cloudprovider.IsInsufficientCapacityError(err):
+		metrics.LaunchErrors.WithLabelValues(nc.Labels[karpv1.NodePoolLabelKey], ReasonInsufficientCapacity).Inc()
 		c.recorder.Event(nc, corev1.EventTypeWarning, ReasonInsufficientCapacity, err.Error())
 		logger.Info("no capacity for NodeClaim, deleting it so its pods are planned again", "error", err.Error())
 		return reconcile.Result{}, client.IgnoreNotFound(c.kube.Delete(ctx, nc))
 	case cloudprovider.IsNodeClassNotReadyError(err):
+		metrics.LaunchErrors.WithLabelValues(nc.Labels[karpv1.NodePoolLabelKey], ReasonNodeClassNotReady).Inc()
 		c.recorder.Event(nc, corev1.EventTypeWarning, ReasonNodeClassNotReady, err.Error())
 		return c.setLaunchFailed(ctx, nc, ReasonNodeClassNotReady, err, 10*time.Second)
 	case err != nil:
+		metrics.LaunchErrors.WithLabelValues(nc.Labels[karpv1.NodePoolLabelKey], ReasonLaunchFailed).Inc()
 		c.recorder.Event(nc, corev1.EventTypeWarning, ReasonLaunchFailed, err.Error())
 		return c.setLaunchFailed(ctx, nc, ReasonLaunchFailed, err, 0)
 	}
-	// Labels first: they are metadata, the rest is status.
-	patch := client.MergeFrom(nc.DeepCopy())
+	// Labels first: they are metadata, the rest is status. The patch is made against the
+	// version read, so that a reconcile of a stale copy, which found the instance the
+	// previous one launched (Create is idempotent), records nothing twice.
+	patch := client.MergeFromWithOptions(nc.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	if nc.Labels == nil {
 		nc.Labels = map[string]string{}
 	}
@@ -130,6 +136,10 @@ func (c *Controller) launch(ctx context.Context, nc *karpv1.NodeClaim) (reconcil
 		nc.Labels[k] = v
 	}
 	if err := c.kube.Patch(ctx, nc, patch); err != nil {
+		if apierrors.IsConflict(err) {
+			logger.V(1).Info("NodeClaim changed since it was read; reading it again", "providerID", launched.Status.ProviderID)
+			return reconcile.Result{Requeue: true}, nil
+		}
 		return reconcile.Result{}, fmt.Errorf("labelling launched NodeClaim: %w", err)
 	}
 	statusPatch := client.MergeFrom(nc.DeepCopy())
@@ -145,6 +155,8 @@ func (c *Controller) launch(ctx context.Context, nc *karpv1.NodeClaim) (reconcil
 	if err := c.kube.Status().Patch(ctx, nc, statusPatch); err != nil {
 		return reconcile.Result{}, fmt.Errorf("recording launched instance %s: %w", launched.Status.ProviderID, err)
 	}
+	metrics.NodeClaimsLaunched.WithLabelValues(nc.Labels[karpv1.NodePoolLabelKey], nc.Labels[corev1.LabelInstanceTypeStable],
+		nc.Labels[corev1.LabelTopologyZone], nc.Labels[karpv1.CapacityTypeLabelKey]).Inc()
 	c.recorder.Eventf(nc, corev1.EventTypeNormal, ReasonLaunched, "launched %s %s in %s as %s",
 		nc.Labels[karpv1.CapacityTypeLabelKey], nc.Labels[corev1.LabelInstanceTypeStable], nc.Labels[corev1.LabelTopologyZone], nc.Status.ProviderID)
 	logger.Info("launched NodeClaim", "providerID", nc.Status.ProviderID, "node", nc.Status.NodeName,
@@ -189,12 +201,17 @@ func (c *Controller) register(ctx context.Context, nc *karpv1.NodeClaim) (reconc
 	if err := c.kube.Patch(ctx, node, patch); err != nil {
 		return reconcile.Result{}, fmt.Errorf("registering node %s: %w", node.Name, err)
 	}
-	statusPatch := client.MergeFrom(nc.DeepCopy())
+	// Against the version read, so a reconcile of a stale copy records nothing twice.
+	statusPatch := client.MergeFromWithOptions(nc.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	nc.Status.NodeName = node.Name
 	nodeclaim.SetCondition(nc, karpv1.ConditionTypeRegistered, metav1.ConditionTrue, ReasonRegistered, "")
 	if err := c.kube.Status().Patch(ctx, nc, statusPatch); err != nil {
+		if apierrors.IsConflict(err) {
+			return reconcile.Result{Requeue: true}, nil
+		}
 		return reconcile.Result{}, fmt.Errorf("recording registration: %w", err)
 	}
+	metrics.NodeClaimsRegistered.WithLabelValues(nc.Labels[karpv1.NodePoolLabelKey]).Inc()
 	c.recorder.Eventf(nc, corev1.EventTypeNormal, ReasonRegistered, "node %s joined", node.Name)
 	log.FromContext(ctx).Info("registered NodeClaim", "node", node.Name)
 	return reconcile.Result{}, nil
@@ -262,12 +279,16 @@ func (c *Controller) initialize(ctx context.Context, nc *karpv1.NodeClaim) (reco
 	if err := c.kube.Patch(ctx, node, patch); err != nil {
 		return reconcile.Result{}, fmt.Errorf("labelling node %s initialized: %w", node.Name, err)
 	}
-	statusPatch := client.MergeFrom(nc.DeepCopy())
+	statusPatch := client.MergeFromWithOptions(nc.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	nodeclaim.SetCondition(nc, karpv1.ConditionTypeInitialized, metav1.ConditionTrue, ReasonInitialized, "")
 	nodeclaim.SetCondition(nc, karpv1.ConditionTypeReady, metav1.ConditionTrue, ReasonInitialized, "")
 	if err := c.kube.Status().Patch(ctx, nc, statusPatch); err != nil {
+		if apierrors.IsConflict(err) {
+			return reconcile.Result{Requeue: true}, nil
+		}
 		return reconcile.Result{}, fmt.Errorf("recording initialization: %w", err)
 	}
+	metrics.NodeClaimsInitialized.WithLabelValues(nc.Labels[karpv1.NodePoolLabelKey]).Inc()
 	c.recorder.Eventf(nc, corev1.EventTypeNormal, ReasonInitialized, "node %s is ready", node.Name)
 	log.FromContext(ctx).Info("initialized NodeClaim", "node", node.Name, "sinceCreation", c.clock.Since(nc.CreationTimestamp.Time).Round(time.Millisecond).String())
 	return reconcile.Result{}, nil

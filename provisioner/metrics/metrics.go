@@ -1,0 +1,92 @@
+// Package metrics holds the provisioner's Prometheus metrics, registered on
+// controller-runtime's registry and served on the sidecar's metrics endpoint. Every metric
+// is listed, with its labels, in the README's metrics reference.
+package metrics
+
+import (
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+const namespace = "tailor"
+
+// Label names.
+const (
+	LabelNodePool     = "nodepool"
+	LabelInstanceType = "instance_type"
+	LabelZone         = "zone"
+	LabelCapacityType = "capacity_type"
+	LabelReason       = "reason"
+	LabelResult       = "result"
+	LabelResource     = "resource"
+)
+
+// Results of planning a pod.
+const (
+	ResultNewNodeClaim  = "new_nodeclaim"
+	ResultExisting      = "existing"
+	ResultUnschedulable = "unschedulable"
+)
+
+var (
+	// PodsQueued counts pods handed over by the scheduler that wait for the next plan.
+	PodsQueued = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Subsystem: "provisioner", Name: "pods_queued",
+		Help: "Pods handed over by the scheduler that wait for the next plan.",
+	})
+	// PodBoundSeconds is how long pods Tailor planned waited, from creation to binding.
+	PodBoundSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: namespace, Subsystem: "provisioner", Name: "pod_bound_seconds",
+		Help:    "Time from a pod's creation to its binding, for pods Tailor planned capacity for.",
+		Buckets: []float64{1, 2, 5, 10, 20, 30, 45, 60, 90, 120, 180, 300, 600},
+	})
+	// PlanSeconds is how long one plan takes, planning alone.
+	PlanSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: namespace, Subsystem: "provisioner", Name: "plan_duration_seconds",
+		Help:    "Wall time of planning one batch, without reading the cluster or creating NodeClaims.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+	})
+	// PlannedPods counts planned pods by where the plan put them.
+	PlannedPods = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: "provisioner", Name: "planned_pods_total",
+		Help: "Pods planned, by result: onto a new NodeClaim, onto an existing or in-flight one, or unschedulable.",
+	}, []string{LabelResult})
+	// NodeClaimsCreated counts the NodeClaims plans created.
+	NodeClaimsCreated = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: "nodeclaims", Name: "created_total",
+		Help: "NodeClaims created by plans.",
+	}, []string{LabelNodePool})
+	// NodeClaimsLaunched counts launched instances by what was launched.
+	NodeClaimsLaunched = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: "nodeclaims", Name: "launched_total",
+		Help: "NodeClaims whose instance was launched, by instance type, zone and capacity type.",
+	}, []string{LabelNodePool, LabelInstanceType, LabelZone, LabelCapacityType})
+	// NodeClaimsRegistered counts NodeClaims whose node joined the cluster.
+	NodeClaimsRegistered = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: "nodeclaims", Name: "registered_total",
+		Help: "NodeClaims whose node joined the cluster.",
+	}, []string{LabelNodePool})
+	// NodeClaimsInitialized counts NodeClaims whose node became ready for pods.
+	NodeClaimsInitialized = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: "nodeclaims", Name: "initialized_total",
+		Help: "NodeClaims whose node became Ready with its startup and ephemeral taints gone.",
+	}, []string{LabelNodePool})
+	// LaunchErrors counts failed launches by reason.
+	LaunchErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: "nodeclaims", Name: "launch_errors_total",
+		Help: "Failed launches, by reason: InsufficientCapacity, NodeClassNotReady or LaunchFailed.",
+	}, []string{LabelNodePool, LabelReason})
+	// GRPC measures the gRPC API the scheduler plugin calls: requests, codes, latency.
+	GRPC = grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
+		grpcprom.WithHistogramBuckets(prometheus.ExponentialBuckets(0.0005, 2, 14)),
+	))
+)
+
+func init() {
+	crmetrics.Registry.MustRegister(
+		PodsQueued, PodBoundSeconds, PlanSeconds, PlannedPods,
+		NodeClaimsCreated, NodeClaimsLaunched, NodeClaimsRegistered, NodeClaimsInitialized, LaunchErrors,
+		GRPC,
+	)
+}

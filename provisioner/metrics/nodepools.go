@@ -1,0 +1,82 @@
+package metrics
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/packing"
+)
+
+var (
+	nodePoolUsageDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "nodepool", "usage"),
+		"Capacity held by a NodePool's NodeClaims, per resource (cores, bytes, count), the measure its limits apply to.",
+		[]string{LabelNodePool, LabelResource}, nil)
+	nodePoolLimitDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "nodepool", "limit"),
+		"A NodePool's limit per resource (cores, bytes, count); absent when unlimited.",
+		[]string{LabelNodePool, LabelResource}, nil)
+)
+
+// scrapeTimeout bounds reading the cache on a scrape.
+const scrapeTimeout = 5 * time.Second
+
+// NodePoolCollector reports every NodePool's usage and limits when scraped, read from the
+// manager's cache, so the figures are as fresh as the cache.
+type NodePoolCollector struct {
+	kube client.Reader
+}
+
+var _ prometheus.Collector = &NodePoolCollector{}
+
+// NewNodePoolCollector returns a collector reading NodePools and NodeClaims from kube.
+func NewNodePoolCollector(kube client.Reader) *NodePoolCollector {
+	return &NodePoolCollector{kube: kube}
+}
+
+// Describe sends the descriptors of the NodePool metrics.
+func (c *NodePoolCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- nodePoolUsageDesc
+	ch <- nodePoolLimitDesc
+}
+
+// Collect sends each NodePool's usage and limits.
+func (c *NodePoolCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+	defer cancel()
+	pools := &karpv1.NodePoolList{}
+	claims := &karpv1.NodeClaimList{}
+	if err := c.kube.List(ctx, pools); err != nil {
+		log.FromContext(ctx).Error(err, "listing NodePools for metrics")
+		return
+	}
+	if err := c.kube.List(ctx, claims); err != nil {
+		log.FromContext(ctx).Error(err, "listing NodeClaims for metrics")
+		return
+	}
+	usage := map[string]corev1.ResourceList{}
+	for i := range claims.Items {
+		pool := claims.Items[i].Labels[karpv1.NodePoolLabelKey]
+		if usage[pool] == nil {
+			usage[pool] = corev1.ResourceList{}
+		}
+		for name, q := range packing.ClaimedCapacity(&claims.Items[i]) {
+			total := usage[pool][name]
+			total.Add(q)
+			usage[pool][name] = total
+		}
+	}
+	for i := range pools.Items {
+		np := &pools.Items[i]
+		for name, q := range usage[np.Name] {
+			ch <- prometheus.MustNewConstMetric(nodePoolUsageDesc, prometheus.GaugeValue, q.AsApproximateFloat64(), np.Name, string(name))
+		}
+		for name, q := range np.Spec.Limits {
+			ch <- prometheus.MustNewConstMetric(nodePoolLimitDesc, prometheus.GaugeValue, q.AsApproximateFloat64(), np.Name, string(name))
+		}
+	}
+}

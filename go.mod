@@ -52,6 +52,7 @@ require (
 	github.com/prometheus/common v0.62.0
 	github.com/spf13/cobra v1.9.1
 	github.com/stretchr/testify v1.12.1
+	go.uber.org/zap v1.27.0
 	golang.org/x/term v0.30.0
 	gonum.org/v1/gonum v0.16.0
 	google.golang.org/grpc v1.72.1
@@ -189,7 +190,6 @@ require (
 	go.opentelemetry.io/otel/trace v1.41.0 // indirect
 	go.opentelemetry.io/proto/otlp v1.5.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
-	go.uber.org/zap v1.27.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.2 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.36.0 // indirect

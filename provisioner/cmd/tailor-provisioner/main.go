@@ -9,11 +9,16 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"time"
+
+	"github.com/go-logr/logr"
+	"go.uber.org/zap/zapcore"
 
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
 	ctrl "sigs.k8s.io/controller-runtime"
+	crzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws"
 	"github.com/tailor-autoscaler/tailor/provisioner/operator"
@@ -55,11 +60,17 @@ func main() {
 	flag.DurationVar(&opts.LeaseDuration, "leader-election-lease-duration", 15*time.Second, "How long a sidecar waits before it takes over from one that stopped renewing.")
 	flag.DurationVar(&opts.RenewDeadline, "leader-election-renew-deadline", 10*time.Second, "How long the leading sidecar keeps trying to renew before it stops.")
 	flag.DurationVar(&opts.RetryPeriod, "leader-election-retry-period", 2*time.Second, "How often leadership is checked.")
+	logFormat := flag.String("log-format", "text", "Log format: text (klog's) or json (one JSON object per line). -v sets the verbosity of both.")
 	klog.InitFlags(flag.CommandLine)
 	flag.Parse()
 
-	logger := textlogger.NewLogger(textlogger.NewConfig())
+	logger, err := newLogger(*logFormat)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tailor-provisioner:", err)
+		os.Exit(2)
+	}
 	ctrl.SetLogger(logger)
+	klog.SetLogger(logger)
 	ctx := klog.NewContext(ctrl.SetupSignalHandler(), logger)
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -70,4 +81,19 @@ func main() {
 		logger.Error(err, "provisioner stopped")
 		os.Exit(1)
 	}
+}
+
+// newLogger returns the logger of the format asked for, at klog's -v verbosity.
+func newLogger(format string) (logr.Logger, error) {
+	verbosity, err := strconv.Atoi(flag.Lookup("v").Value.String())
+	if err != nil {
+		return logr.Logger{}, fmt.Errorf("-v: %w", err)
+	}
+	switch format {
+	case "text":
+		return textlogger.NewLogger(textlogger.NewConfig(textlogger.Verbosity(verbosity))), nil
+	case "json":
+		return crzap.New(crzap.Level(zapcore.Level(-verbosity))), nil
+	}
+	return logr.Logger{}, fmt.Errorf("--log-format %q: use text or json", format)
 }

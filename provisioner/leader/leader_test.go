@@ -30,11 +30,12 @@ func TestMain(m *testing.M) {
 	}))
 }
 
-// Short timings so a hand-over takes about a second.
+// Timings short enough for a hand-over in a few seconds, long enough that a leader renews
+// in time on a loaded machine.
 const (
-	leaseDuration = 1500 * time.Millisecond
-	renewDeadline = time.Second
-	retryPeriod   = 100 * time.Millisecond
+	leaseDuration = 4 * time.Second
+	renewDeadline = 3 * time.Second
+	retryPeriod   = 250 * time.Millisecond
 	guard         = renewDeadline + retryPeriod
 )
 
@@ -165,7 +166,7 @@ func TestSidecarLeadsWithTheSchedulerOfItsReplica(t *testing.T) {
 		}
 	}()
 	schedulerB := run(t, "scheduler-b", schedulerLock(t, ns, "replica-b"))
-	time.Sleep(2 * leaseDuration)
+	time.Sleep(4 * retryPeriod)
 	waitFor(t, "replica b's scheduler waits while a's leads", map[*candidate]bool{schedulerA: true, schedulerB: false, sidecarA: true, sidecarB: false})
 
 	schedulerA.stop()

@@ -29,12 +29,16 @@ type env struct {
 
 // startStack starts a fresh local stack for one test and stops it when the test ends; on
 // failure the last lines of every component's log go to the test log.
-func startStack(t *testing.T) *env {
+func startStack(t *testing.T, configure ...func(*localstack.Options)) *env {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	t.Cleanup(cancel)
 	dir := t.TempDir()
-	stack, err := localstack.Up(ctx, localstack.Options{Root: testenv.Root(), Dir: dir, BootDelay: 2 * time.Second, Progress: testWriter{t}})
+	opts := localstack.Options{Root: testenv.Root(), Dir: dir, BootDelay: 2 * time.Second, Progress: testWriter{t}}
+	for _, c := range configure {
+		c(&opts)
+	}
+	stack, err := localstack.Up(ctx, opts)
 	if err != nil {
 		t.Fatalf("starting the local stack: %v", err)
 	}

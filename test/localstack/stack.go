@@ -28,6 +28,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
+
+	"github.com/tailor-autoscaler/tailor/provisioner/leader"
 )
 
 // Component names, in start order.
@@ -45,6 +47,41 @@ const (
 )
 
 var startOrder = []string{Etcd, APIServer, ControllerManager, KubeScheduler, Kwok, LocalAWS, Provisioner, Scheduler}
+
+// Leader election of a stack with replicas: the scheduler's Lease, and timings short enough
+// for a test to watch a hand-over.
+const (
+	leaseNamespace = "tailor"
+	leaseName      = "tailor-scheduler"
+	leaseDuration  = 4 * time.Second
+	renewDeadline  = 3 * time.Second
+	retryPeriod    = 500 * time.Millisecond
+)
+
+// Replica names the replica of a tailor-scheduler or tailor-provisioner component: "a" for
+// the first pair (tailor-scheduler, tailor-provisioner), "b" for the second
+// (tailor-scheduler-b, tailor-provisioner-b), and so on.
+func Replica(component string) string {
+	for _, base := range []string{Provisioner, Scheduler} {
+		if r, ok := strings.CutPrefix(component, base+"-"); ok {
+			return r
+		}
+	}
+	return "a"
+}
+
+// ProvisionerOf and SchedulerOf name the components of a replica.
+func ProvisionerOf(replica string) string { return replicaComponent(Provisioner, replica) }
+
+// SchedulerOf names the scheduler of a replica.
+func SchedulerOf(replica string) string { return replicaComponent(Scheduler, replica) }
+
+func replicaComponent(base, replica string) string {
+	if replica == "a" {
+		return base
+	}
+	return base + "-" + replica
+}
 
 // Defaults.
 const (
@@ -67,6 +104,10 @@ type Options struct {
 	// LaunchDelay is how long an instance stays pending; BootDelay how long a running
 	// instance takes to register its node.
 	LaunchDelay, BootDelay time.Duration
+	// Replicas is how many pairs of tailor-scheduler and tailor-provisioner run, each pair a
+	// pod of the chart's Deployment. With more than one, they elect a leader as in
+	// production: the schedulers through their Lease, each sidecar following its scheduler.
+	Replicas int
 	// Detach lets the processes outlive the caller (make up).
 	Detach bool
 	// Progress receives a line per step; nil discards.
@@ -86,8 +127,27 @@ type Stack struct {
 	AWSEndpoint string
 	// SocketPath is the provisioner's gRPC socket.
 	SocketPath string
-	// ProvisionerMetricsURL serves the provisioner's Prometheus metrics.
+	// ProvisionerMetricsURL serves the (first) provisioner's Prometheus metrics.
 	ProvisionerMetricsURL string
+	// order is the start order of this stack's components.
+	order []string
+}
+
+// LeaseNamespace and LeaseName locate the schedulers' Lease of a stack with replicas.
+func (s *Stack) LeaseNamespace() string { return leaseNamespace }
+
+// LeaseName is the name of the schedulers' Lease.
+func (s *Stack) LeaseName() string { return leaseName }
+
+// ha reports whether the stack runs replicas that elect a leader.
+func (s *Stack) ha() bool { return s.opts.Replicas > 1 }
+
+// socketOf is the gRPC socket shared by a replica's scheduler and provisioner.
+func (s *Stack) socketOf(replica string) string {
+	if replica == "a" {
+		return s.SocketPath
+	}
+	return filepath.Join(s.opts.Dir, "run", "provisioner-"+replica+".sock")
 }
 
 func (o *Options) defaults() error {
@@ -102,6 +162,12 @@ func (o *Options) defaults() error {
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
+	}
+	if o.Replicas < 1 {
+		o.Replicas = 1
+	}
+	if o.Replicas > 26 {
+		return errors.New("localstack: at most 26 replicas")
 	}
 	return nil
 }
@@ -128,7 +194,17 @@ func Up(ctx context.Context, opts Options) (_ *Stack, err error) {
 			s.Down()
 		}
 	}()
-	for _, p := range []string{"etcd-client", "etcd-peer", "apiserver", "kube-scheduler", "scheduler", "provisioner-metrics", "provisioner-health", "kwok"} {
+	s.order = append([]string{}, startOrder...)
+	for i := 1; i < opts.Replicas; i++ {
+		r := string(rune('a' + i))
+		s.order = append(s.order, ProvisionerOf(r), SchedulerOf(r))
+	}
+	ports := []string{"etcd-client", "etcd-peer", "apiserver", "kube-scheduler", "kwok"}
+	for i := 0; i < opts.Replicas; i++ {
+		r := string(rune('a' + i))
+		ports = append(ports, "scheduler-"+r, "provisioner-metrics-"+r, "provisioner-health-"+r)
+	}
+	for _, p := range ports {
 		if s.ports[p], err = freePort(); err != nil {
 			return nil, err
 		}
@@ -142,7 +218,7 @@ func Up(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if s.Config, err = clientcmd.BuildConfigFromFlags("", s.Kubeconfig); err != nil {
 		return nil, err
 	}
-	for _, name := range startOrder {
+	for _, name := range s.order {
 		if err := s.Start(ctx, name); err != nil {
 			return nil, err
 		}
@@ -167,10 +243,10 @@ func (s *Stack) Start(ctx context.Context, name string) error {
 		err = s.startKwok(ctx)
 	case LocalAWS:
 		err = s.startLocalAWS(ctx)
-	case Provisioner:
-		err = s.startProvisioner(ctx)
-	case Scheduler:
-		err = s.startScheduler(ctx)
+	case ProvisionerOf(Replica(name)):
+		err = s.startProvisioner(ctx, Replica(name))
+	case SchedulerOf(Replica(name)):
+		err = s.startScheduler(ctx, Replica(name))
 	default:
 		err = fmt.Errorf("unknown component %q", name)
 	}
@@ -189,10 +265,23 @@ func (s *Stack) Stop(name string) {
 	}
 }
 
+// Kill kills one component at once, as a crash or a lost machine would: it gets no chance to
+// release what it holds.
+func (s *Stack) Kill(name string) {
+	if p, ok := s.procs[name]; ok {
+		p.stop(s.opts.Dir, 0)
+		delete(s.procs, name)
+	}
+}
+
 // Down stops every component, newest first.
 func (s *Stack) Down() {
-	for i := len(startOrder) - 1; i >= 0; i-- {
-		s.Stop(startOrder[i])
+	order := s.order
+	if order == nil {
+		order = startOrder
+	}
+	for i := len(order) - 1; i >= 0; i-- {
+		s.Stop(order[i])
 	}
 }
 
@@ -446,47 +535,64 @@ func (s *Stack) AWSEnv() []string {
 	return env
 }
 
-func (s *Stack) startProvisioner(ctx context.Context) error {
-	health := fmt.Sprintf("127.0.0.1:%d", s.ports["provisioner-health"])
-	s.ProvisionerMetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", s.ports["provisioner-metrics"])
-	err := s.run(Provisioner, s.opts.bin("tailor-provisioner"), []string{
+func (s *Stack) startProvisioner(ctx context.Context, replica string) error {
+	name := ProvisionerOf(replica)
+	health := fmt.Sprintf("127.0.0.1:%d", s.ports["provisioner-health-"+replica])
+	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", s.ports["provisioner-metrics-"+replica])
+	if replica == "a" {
+		s.ProvisionerMetricsURL = metricsURL
+	}
+	socket := s.socketOf(replica)
+	args := []string{
 		"--kubeconfig", kubeconfigPath(s.opts.Dir, "tailor-provisioner"),
-		"--socket", s.SocketPath,
+		"--socket", socket,
 		"--cluster-name", s.opts.ClusterName,
-		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", s.ports["provisioner-metrics"]),
+		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", s.ports["provisioner-metrics-"+replica]),
 		"--health-probe-bind-address", health,
 		"-v", "1",
-	}, s.AWSEnv()...)
-	if err != nil {
+	}
+	env := s.AWSEnv()
+	if s.ha() {
+		args = append(args, "--leader-elect", "--leader-election-namespace", leaseNamespace, "--scheduler-lease-name", leaseName,
+			"--leader-election-lease-duration", leaseDuration.String(), "--leader-election-renew-deadline", renewDeadline.String(),
+			"--leader-election-retry-period", retryPeriod.String())
+		env = append(env, leader.ReplicaEnv+"="+replica)
+	}
+	if err := s.run(name, s.opts.bin("tailor-provisioner"), args, env...); err != nil {
 		return err
 	}
-	return s.waitFor(ctx, Provisioner, 60*time.Second, func(ctx context.Context) error {
-		if _, err := os.Stat(s.SocketPath); err != nil {
+	return s.waitFor(ctx, name, 60*time.Second, func(ctx context.Context) error {
+		if _, err := os.Stat(socket); err != nil {
 			return err
 		}
 		return httpOK("http://"+health+"/readyz", nil)(ctx)
 	})
 }
 
-func (s *Stack) startScheduler(ctx context.Context) error {
+func (s *Stack) startScheduler(ctx context.Context, replica string) error {
+	name := SchedulerOf(replica)
 	kc := kubeconfigPath(s.opts.Dir, "tailor-scheduler")
-	cfgPath := filepath.Join(s.opts.Dir, "scheduler-config.yaml")
-	if err := s.writeSchedulerConfig(cfgPath, kc); err != nil {
+	cfgPath := filepath.Join(s.opts.Dir, name+"-config.yaml")
+	if err := s.writeSchedulerConfig(cfgPath, kc, s.socketOf(replica)); err != nil {
 		return err
 	}
-	port := s.ports["scheduler"]
-	err := s.run(Scheduler, s.opts.bin("tailor-scheduler"), []string{
+	port := s.ports["scheduler-"+replica]
+	var env []string
+	if s.ha() {
+		env = append(env, leader.ReplicaEnv+"="+replica)
+	}
+	err := s.run(name, s.opts.bin("tailor-scheduler"), []string{
 		"--config", cfgPath,
 		"--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc,
 		// The local API server runs no front proxy, so there is no request-header CA to read.
 		"--authentication-skip-lookup",
 		"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port),
 		"-v", "2",
-	})
+	}, env...)
 	if err != nil {
 		return err
 	}
-	return s.waitFor(ctx, Scheduler, 60*time.Second, httpOK(fmt.Sprintf("https://127.0.0.1:%d/healthz", port), insecureLoopback()))
+	return s.waitFor(ctx, name, 60*time.Second, httpOK(fmt.Sprintf("https://127.0.0.1:%d/healthz", port), insecureLoopback()))
 }
 
 // insecureLoopback checks the health of servers on loopback that serve self-signed certificates.
@@ -496,7 +602,7 @@ func insecureLoopback() *http.Client {
 
 // writeSchedulerConfig renders manifests/scheduler/config.yaml for the local stack: the
 // scheduler's kubeconfig, the stack's socket, and no leader election.
-func (s *Stack) writeSchedulerConfig(path, kubeconfig string) error {
+func (s *Stack) writeSchedulerConfig(path, kubeconfig, socket string) error {
 	raw, err := os.ReadFile(filepath.Join(s.opts.Root, "manifests", "scheduler", "config.yaml"))
 	if err != nil {
 		return err
@@ -507,11 +613,17 @@ func (s *Stack) writeSchedulerConfig(path, kubeconfig string) error {
 	}
 	cfg["clientConnection"] = map[string]any{"kubeconfig": kubeconfig}
 	cfg["leaderElection"] = map[string]any{"leaderElect": false}
+	if s.ha() {
+		cfg["leaderElection"] = map[string]any{
+			"leaderElect": true, "resourceLock": "leases", "resourceNamespace": leaseNamespace, "resourceName": leaseName,
+			"leaseDuration": leaseDuration.String(), "renewDeadline": renewDeadline.String(), "retryPeriod": retryPeriod.String(),
+		}
+	}
 	for _, p := range cfg["profiles"].([]any) {
 		for _, pc := range p.(map[string]any)["pluginConfig"].([]any) {
 			entry := pc.(map[string]any)
 			if entry["name"] == "NodeProvisioning" {
-				entry["args"].(map[string]any)["provisionerSocket"] = s.SocketPath
+				entry["args"].(map[string]any)["provisionerSocket"] = socket
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -14,15 +15,17 @@ import (
 )
 
 // Controller keeps a Tracker in line with NodeClaims: plans recorded on them, node names
-// once launched, and withdrawals when they go away.
+// once launched, and withdrawals when they go away. It records Nominated on pods whose
+// node name becomes known.
 type Controller struct {
-	kube    client.Client
-	tracker *Tracker
+	kube     client.Client
+	tracker  *Tracker
+	recorder record.EventRecorder
 }
 
 // NewController returns a Controller.
-func NewController(kube client.Client, tracker *Tracker) *Controller {
-	return &Controller{kube: kube, tracker: tracker}
+func NewController(kube client.Client, tracker *Tracker, recorder record.EventRecorder) *Controller {
+	return &Controller{kube: kube, tracker: tracker, recorder: recorder}
 }
 
 // Register adds the controller to the manager.
@@ -43,7 +46,12 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		c.tracker.DropClaim(nc.Name)
 		return reconcile.Result{}, nil
 	}
-	return reconcile.Result{}, c.tracker.Sync(nc, func(p Pod) bool { return c.pending(ctx, p) })
+	awaiting := c.awaitingNode(nc.Name)
+	if err := c.tracker.Sync(nc, func(p Pod) bool { return c.pending(ctx, p) }); err != nil {
+		return reconcile.Result{}, err
+	}
+	c.recordNominated(ctx, nc.Name, awaiting)
+	return reconcile.Result{}, nil
 }
 
 // SyncAll brings the tracker in line with every NodeClaim at once, as a new leader must

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
@@ -80,7 +81,7 @@ func TestSyncAllRecoversEveryPlanBeforeANewLeaderPlans(t *testing.T) {
 	}
 
 	tr := NewTracker()
-	if err := NewController(kube, tr).SyncAll(ctx); err != nil {
+	if err := NewController(kube, tr, record.NewFakeRecorder(10)).SyncAll(ctx); err != nil {
 		t.Fatal(err)
 	}
 

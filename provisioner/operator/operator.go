@@ -43,6 +43,7 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/lifecycle"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/termination"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclass"
+	"github.com/tailor-autoscaler/tailor/provisioner/nodepool"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
 	"github.com/tailor-autoscaler/tailor/provisioner/provisioning"
 )
@@ -149,7 +150,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return err
 	}
 	prov := provisioning.New(mgr.GetClient(), provider, tracker, batches, recorder)
-	nominations := nomination.NewController(mgr.GetClient(), tracker)
+	nominations := nomination.NewController(mgr.GetClient(), tracker, recorder)
 
 	gc, err := garbagecollection.NewController(mgr.GetClient(), provider, recorder, clk, opts.GarbageCollection)
 	if err != nil {
@@ -166,6 +167,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		termination.NewController(mgr.GetClient(), provider, recorder, clk),
 		nominations,
 		nodeclass.NewController(mgr.GetClient(), provider),
+		nodepool.NewController(mgr.GetClient(), recorder),
 	} {
 		if err := c.Register(mgr); err != nil {
 			return fmt.Errorf("registering controller: %w", err)

@@ -252,12 +252,14 @@ func (p *Provisioner) provisionGroup(ctx context.Context, subs []Submission, unb
 		if err := p.addToInFlight(ctx, placement); err != nil {
 			return err
 		}
+		p.recordPlannedOntoInFlight(placement)
 	}
 	for i := range plan.NewNodeClaims {
 		nc, err := p.createNodeClaim(ctx, &plan.NewNodeClaims[i])
 		if err != nil {
 			return err
 		}
+		p.recordPlannedOntoNew(nc.Name, &plan.NewNodeClaims[i])
 		c := plan.NewNodeClaims[i].Cheapest
 		logger.Info("planned NodeClaim", "nodeClaim", nc.Name, "nodePool", nc.Labels[karpv1.NodePoolLabelKey],
 			"pods", len(plan.NewNodeClaims[i].Pods), "expectedInstanceType", c.InstanceType, "zone", c.Zone,

@@ -217,6 +217,7 @@ func TestProvisionHonoursTheProfilesNodePools(t *testing.T) {
 	if len(claims) != 1 || claims[0].Labels[karpv1.NodePoolLabelKey] != "batch" {
 		t.Fatalf("NodeClaims %v, want one from NodePool batch", claims)
 	}
+	f.events() // the first pod's Planned event; events_test.go checks those
 	lost := f.pod(t, "lost", "1")
 	f.prov.Submit([]Submission{{Pod: lost, NodePools: NodePoolSelector{Names: []string{"gpu"}}}})
 	if err := f.prov.Provision(context.Background()); err != nil {
@@ -248,6 +249,7 @@ func TestProvisionCountsExistingNodeClaimsAgainstLimits(t *testing.T) {
 	if err := f.kube.Status().Update(context.Background(), &nc); err != nil {
 		t.Fatal(err)
 	}
+	f.events() // the first pod's Planned event; events_test.go checks those
 	second := f.pod(t, "second", "1")
 	f.prov.Submit([]Submission{{Pod: second}})
 	if err := f.prov.Provision(context.Background()); err != nil {

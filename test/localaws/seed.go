@@ -138,8 +138,8 @@ type amiRelease struct {
 }
 
 // seedImages creates the EKS-optimized and Bottlerocket AMIs for both architectures, a few
-// releases each, the SSM parameters that point at the newest, and one custom AMI owned by the
-// account and tagged for discovery.
+// releases each, the SSM parameters of each release and of the newest (recommended or
+// latest), and one custom AMI owned by the account and tagged for discovery.
 func (s *Server) seedImages() {
 	day := func(y int, m time.Month, d int) time.Time { return time.Date(y, m, d, 4, 12, 33, 0, time.UTC) }
 	eksReleases := []amiRelease{
@@ -164,7 +164,9 @@ func (s *Server) seedImages() {
 		name     func(arch string, r amiRelease) string
 		desc     string
 		volumes  []imageVolume
-		ssm      func(arch string) string
+		// ssm names the parameter of the newest release; versioned that of each release.
+		ssm       func(arch string) string
+		versioned func(arch string, r amiRelease) string
 	}{
 		{
 			owner:    eksOwner,
@@ -176,6 +178,9 @@ func (s *Server) seedImages() {
 			volumes: []imageVolume{{"/dev/xvda", 20}},
 			ssm: func(arch string) string {
 				return eksPath + "/amazon-linux-2023/" + arch + "/standard/recommended/image_id"
+			},
+			versioned: func(arch string, r amiRelease) string {
+				return fmt.Sprintf("%s/amazon-linux-2023/%s/standard/amazon-eks-node-al2023-%s-standard-%s-v%s/image_id", eksPath, arch, arch, kubernetesVersion, r.version)
 			},
 		},
 		{
@@ -195,6 +200,12 @@ func (s *Server) seedImages() {
 				}
 				return eksPath + "/amazon-linux-2/recommended/image_id"
 			},
+			versioned: func(arch string, r amiRelease) string {
+				if arch == archARM64 {
+					return fmt.Sprintf("%s/amazon-linux-2-arm64/amazon-eks-arm64-node-%s-v%s/image_id", eksPath, kubernetesVersion, r.version)
+				}
+				return fmt.Sprintf("%s/amazon-linux-2/amazon-eks-node-%s-v%s/image_id", eksPath, kubernetesVersion, r.version)
+			},
 		},
 		{
 			owner:    bottlerocketOwner,
@@ -210,6 +221,9 @@ func (s *Server) seedImages() {
 			volumes: []imageVolume{{"/dev/xvda", 2}, {"/dev/xvdb", 20}},
 			ssm: func(arch string) string {
 				return bottlerocketPath + "/" + arch + "/latest/image_id"
+			},
+			versioned: func(arch string, r amiRelease) string {
+				return bottlerocketPath + "/" + arch + "/" + r.version + "/image_id"
 			},
 		},
 	}
@@ -227,8 +241,11 @@ func (s *Server) seedImages() {
 					volumes:     f.volumes,
 				}
 				img.id = "ami-" + hexDigits(17, img.name)
+				names := []string{f.versioned(arch, r)}
 				if i == len(f.releases)-1 {
-					name := f.ssm(arch)
+					names = append(names, f.ssm(arch))
+				}
+				for _, name := range names {
 					s.parameters[name] = &parameter{
 						name:     name,
 						value:    img.id,

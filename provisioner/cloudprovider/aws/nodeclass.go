@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	corev1 "k8s.io/api/core/v1"
 
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
@@ -173,33 +174,85 @@ func (p *Provider) resolveSecurityGroups(ctx context.Context, terms []awsv1.Secu
 	return out, nil
 }
 
-// aliasParameters names the SSM public parameters that hold an alias's AMI per architecture.
+// aliasVersionLatest is the version of an alias that follows the newest release.
+const aliasVersionLatest = "latest"
+
+// aliasParameters names the SSM public parameters that hold an alias's AMI per architecture,
+// in the layout AWS publishes: al2023@v20240807, al2@v20240807 and bottlerocket@1.20.3 (or
+// v1.20.3) pin a release, @latest follows the recommended one.
 func aliasParameters(alias, kubernetesVersion string) (map[string]string, error) {
 	family, version, _ := strings.Cut(alias, "@")
-	if version != "latest" {
-		return nil, fmt.Errorf("alias %q: only @latest is supported, pin an AMI with an id term instead", alias)
+	if version == "" {
+		return nil, fmt.Errorf("alias %q has no version: write %s@latest or %s@<version>", alias, family, family)
 	}
+	latest := version == aliasVersionLatest
 	switch family {
 	case "al2023":
 		base := "/aws/service/eks/optimized-ami/" + kubernetesVersion + "/amazon-linux-2023/"
-		return map[string]string{
-			architectureAMD64: base + "x86_64/standard/recommended/image_id",
-			architectureARM64: base + "arm64/standard/recommended/image_id",
-		}, nil
+		out := map[string]string{}
+		for arch, machine := range map[string]string{architectureAMD64: "x86_64", architectureARM64: "arm64"} {
+			name := "recommended"
+			if !latest {
+				name = "amazon-eks-node-al2023-" + machine + "-standard-" + kubernetesVersion + "-" + version
+			}
+			out[arch] = base + machine + "/standard/" + name + "/image_id"
+		}
+		return out, nil
 	case "al2":
 		base := "/aws/service/eks/optimized-ami/" + kubernetesVersion
+		amd, arm := "recommended", "recommended"
+		if !latest {
+			amd = "amazon-eks-node-" + kubernetesVersion + "-" + version
+			arm = "amazon-eks-arm64-node-" + kubernetesVersion + "-" + version
+		}
 		return map[string]string{
-			architectureAMD64: base + "/amazon-linux-2/recommended/image_id",
-			architectureARM64: base + "/amazon-linux-2-arm64/recommended/image_id",
+			architectureAMD64: base + "/amazon-linux-2/" + amd + "/image_id",
+			architectureARM64: base + "/amazon-linux-2-arm64/" + arm + "/image_id",
 		}, nil
 	case "bottlerocket":
 		base := "/aws/service/bottlerocket/aws-k8s-" + kubernetesVersion
+		// Bottlerocket publishes its releases without the v that its tags carry.
+		version = strings.TrimPrefix(version, "v")
 		return map[string]string{
-			architectureAMD64: base + "/x86_64/latest/image_id",
-			architectureARM64: base + "/arm64/latest/image_id",
+			architectureAMD64: base + "/x86_64/" + version + "/image_id",
+			architectureARM64: base + "/arm64/" + version + "/image_id",
 		}, nil
 	}
 	return nil, fmt.Errorf("alias %q: unknown family %q, use al2023, al2 or bottlerocket", alias, family)
+}
+
+// aliasImageIDs reads the AMI ids of an alias from SSM. An architecture without a parameter
+// is skipped (not every release is built for both); an alias with none is an error that
+// names the alias and what to do.
+func (p *Provider) aliasImageIDs(ctx context.Context, alias string) ([]string, error) {
+	params, err := aliasParameters(alias, p.opts.KubernetesVersion)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(params))
+	for _, name := range params {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var ids []string
+	for _, name := range names {
+		out, err := p.ssm.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(name)})
+		var notFound *ssmtypes.ParameterNotFound
+		if errors.As(err, &notFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading SSM parameter %s: %w", name, err)
+		}
+		ids = append(ids, aws.ToString(out.Parameter.Value))
+	}
+	if len(ids) == 0 {
+		family, version, _ := strings.Cut(alias, "@")
+		return nil, fmt.Errorf("alias %q: no %s release %s for Kubernetes %s (SSM parameters %s not found): pin a published release or use %s@latest",
+			alias, family, version, p.opts.KubernetesVersion, strings.Join(names, ", "), family)
+	}
+	sort.Strings(ids)
+	return ids, nil
 }
 
 // resolveAMIs finds the newest AMI per architecture that the terms select.
@@ -208,19 +261,10 @@ func (p *Provider) resolveAMIs(ctx context.Context, terms []awsv1.AMISelectorTer
 	for _, term := range terms {
 		switch {
 		case term.Alias != "":
-			params, err := aliasParameters(term.Alias, p.opts.KubernetesVersion)
+			ids, err := p.aliasImageIDs(ctx, term.Alias)
 			if err != nil {
 				return nil, err
 			}
-			var ids []string
-			for _, name := range params {
-				out, err := p.ssm.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(name)})
-				if err != nil {
-					return nil, fmt.Errorf("reading SSM parameter %s: %w", name, err)
-				}
-				ids = append(ids, aws.ToString(out.Parameter.Value))
-			}
-			sort.Strings(ids)
 			inputs = append(inputs, &ec2.DescribeImagesInput{ImageIds: ids})
 		case term.SSMParameter != "":
 			out, err := p.ssm.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(term.SSMParameter)})

@@ -193,12 +193,28 @@ type NodeClassReference struct {
 	Group string `json:"group"`
 }
 
+// NodePool condition types; Ready is True when both are.
+const (
+	// ConditionTypeNodeClassReady is True when the referenced EC2NodeClass exists and is Ready.
+	ConditionTypeNodeClassReady = "NodeClassReady"
+	// ConditionTypeValidationSucceeded is True when the NodePool passes the checks its schema cannot make.
+	ConditionTypeValidationSucceeded = "ValidationSucceeded"
+)
+
 // NodePoolStatus is the observed state of a NodePool.
 type NodePoolStatus struct {
-	// Resources is the total capacity of the NodePool's nodes, plus the count of nodes.
+	// Resources is the total capacity of the NodePool's NodeClaims (what a NodeClaim requests
+	// until its instance is launched), the measure its limits apply to, plus the count of
+	// NodeClaims as "nodes".
 	// +optional
 	Resources corev1.ResourceList `json:"resources,omitempty"`
-	// Conditions of the NodePool (Ready, NodeClassReady, ...).
+	// NodeClassObservedGeneration is the generation of the node class the NodeClassReady
+	// condition was last computed from.
+	// +optional
+	NodeClassObservedGeneration int64 `json:"nodeClassObservedGeneration,omitempty"`
+	// Conditions of the NodePool: NodeClassReady, ValidationSucceeded and Ready.
+	// +listType=map
+	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }

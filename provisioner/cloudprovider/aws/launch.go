@@ -328,9 +328,6 @@ type launchTemplateSpec struct {
 }
 
 func (p *Provider) ensureLaunchTemplate(ctx context.Context, nodeClaim *karpv1.NodeClaim, class *awsv1.EC2NodeClass, resolved *resolvedClass, arch, capacityType string) (string, error) {
-	if resolved.family != familyAL2023 {
-		return "", cloudprovider.NewNodeClassNotReadyError(fmt.Errorf("EC2NodeClass %q: AMI family %s is not supported yet, use alias al2023@latest", class.Name, resolved.family))
-	}
 	labels := map[string]string{karpv1.CapacityTypeLabelKey: capacityType}
 	for k, v := range nodeClaim.Labels {
 		if k != corev1.LabelInstanceTypeStable && k != corev1.LabelTopologyZone && k != karpv1.CapacityTypeLabelKey {
@@ -339,12 +336,13 @@ func (p *Provider) ensureLaunchTemplate(ctx context.Context, nodeClaim *karpv1.N
 	}
 	taints := append([]corev1.Taint{karpv1.UnregisteredNoExecuteTaint}, nodeClaim.Spec.Taints...)
 	taints = append(taints, nodeClaim.Spec.StartupTaints...)
-	userData, err := al2023UserData(bootstrap{
+	userData, err := userData(resolved.family, bootstrap{
 		cluster: p.opts.Cluster, labels: labels, taints: taints,
 		kubelet: class.Spec.Kubelet, custom: aws.ToString(class.Spec.UserData),
+		raid0: aws.ToString((*string)(class.Spec.InstanceStorePolicy)) == string(awsv1.InstanceStorePolicyRAID0),
 	})
 	if err != nil {
-		return "", err
+		return "", cloudprovider.NewNodeClassNotReadyError(fmt.Errorf("EC2NodeClass %q: %w", class.Name, err))
 	}
 	profile := aws.ToString(class.Spec.InstanceProfile)
 	if profile == "" {
@@ -428,7 +426,7 @@ func clientToken(uid types.UID, capacityType string, configs []ec2types.FleetLau
 func launchTemplateData(spec launchTemplateSpec) *ec2types.RequestLaunchTemplateData {
 	data := &ec2types.RequestLaunchTemplateData{
 		ImageId:            aws.String(spec.ImageID),
-		UserData:           aws.String(spec.UserData),
+		UserData:           nilIfEmpty(spec.UserData),
 		IamInstanceProfile: &ec2types.LaunchTemplateIamInstanceProfileSpecificationRequest{Name: aws.String(spec.InstanceProfile)},
 		Monitoring:         &ec2types.LaunchTemplatesMonitoringRequest{Enabled: aws.Bool(spec.Monitoring)},
 		MetadataOptions: &ec2types.LaunchTemplateInstanceMetadataOptionsRequest{
@@ -507,4 +505,13 @@ func (p *Provider) launched(ctx context.Context, instanceID string, lc *launchCo
 		return nil, fmt.Errorf("describing launched instance %s: %w", instanceID, err)
 	}
 	return p.toNodeClaim(inst, lc.entries, lc.class), nil
+}
+
+// nilIfEmpty leaves out an empty string, such as the user data of a Custom node class
+// without any.
+func nilIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

@@ -60,6 +60,9 @@ func (p *Provider) resolveClass(ctx context.Context, class *awsv1.EC2NodeClass) 
 	if err != nil {
 		return nil, err
 	}
+	if err := validateFamily(family, class); err != nil {
+		return nil, err
+	}
 	amis, err := p.resolveAMIs(ctx, class.Spec.AMISelectorTerms)
 	if err != nil {
 		return nil, fmt.Errorf("resolving amiSelectorTerms: %w", err)
@@ -94,6 +97,20 @@ func amiFamily(class *awsv1.EC2NodeClass) (string, error) {
 		return "", fmt.Errorf("spec.amiFamily %s contradicts the alias of amiSelectorTerms (%s): remove amiFamily or set it to %s or Custom", set, aliasFamily, aliasFamily)
 	}
 	return *class.Spec.AMIFamily, nil
+}
+
+// validateFamily refuses node class settings the AMI family's bootstrap cannot carry out.
+func validateFamily(family string, class *awsv1.EC2NodeClass) error {
+	var errs []error
+	if k := class.Spec.Kubelet; family == familyBottlerocket && k != nil {
+		if k.PodsPerCore != nil {
+			errs = append(errs, errors.New("spec.kubelet.podsPerCore has no Bottlerocket setting: remove it, or set maxPods, or use AL2023"))
+		}
+		if len(k.EvictionSoft) > 0 || len(k.EvictionSoftGracePeriod) > 0 {
+			errs = append(errs, errors.New("spec.kubelet.evictionSoft has no Bottlerocket setting: remove it, or use evictionHard, or use AL2023"))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func tagFilters(tags map[string]string) []ec2types.Filter {

@@ -3,8 +3,12 @@ package aws
 import (
 	"bytes"
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"io"
+	"mime"
 	"mime/multipart"
+	"net/mail"
 	"net/textproto"
 	"sort"
 	"strings"
@@ -36,6 +40,25 @@ type bootstrap struct {
 	kubelet *awsv1.KubeletConfiguration
 	// custom is the node class's own user data, merged in.
 	custom string
+	// raid0 puts the instance store's NVMe disks into one RAID0 array for ephemeral storage.
+	raid0 bool
+}
+
+// userData renders the user data of a node of the AMI family, base64-encoded as EC2 takes
+// it: the family's bootstrap merged with the node class's own user data, or for Custom the
+// node class's user data alone, unchanged.
+func userData(family string, b bootstrap) (string, error) {
+	switch family {
+	case familyAL2023:
+		return al2023UserData(b)
+	case familyAL2:
+		return al2UserData(b)
+	case familyBottlerocket:
+		return bottlerocketUserData(b)
+	case familyCustom:
+		return base64.StdEncoding.EncodeToString([]byte(b.custom)), nil
+	}
+	return "", fmt.Errorf("unknown AMI family %q: use AL2023, AL2, Bottlerocket or Custom", family)
 }
 
 // nodeConfig is the subset of the AL2023 nodeadm NodeConfig (node.eks.aws/v1alpha1) Tailor
@@ -47,8 +70,19 @@ type nodeConfig struct {
 }
 
 type nodeConfigSpec struct {
-	Cluster nodeConfigCluster `json:"cluster"`
-	Kubelet nodeConfigKubelet `json:"kubelet"`
+	Cluster  nodeConfigCluster   `json:"cluster"`
+	Instance *nodeConfigInstance `json:"instance,omitempty"`
+	Kubelet  nodeConfigKubelet   `json:"kubelet"`
+}
+
+type nodeConfigInstance struct {
+	LocalStorage nodeConfigLocalStorage `json:"localStorage"`
+}
+
+// nodeConfigLocalStorage is how nodeadm sets up the instance store (strategy RAID0 mounts
+// one array of all NVMe disks under the kubelet's and containerd's directories).
+type nodeConfigLocalStorage struct {
+	Strategy string `json:"strategy"`
 }
 
 type nodeConfigCluster struct {
@@ -76,9 +110,38 @@ func al2023UserData(b bootstrap) (string, error) {
 			Kubelet: nodeConfigKubelet{Config: kubeletConfig(b.kubelet), Flags: kubeletFlags(b.labels, b.taints)},
 		},
 	}
+	if b.raid0 {
+		cfg.Spec.Instance = &nodeConfigInstance{LocalStorage: nodeConfigLocalStorage{Strategy: "RAID0"}}
+	}
 	doc, err := yaml.Marshal(cfg)
 	if err != nil {
 		return "", fmt.Errorf("encoding NodeConfig: %w", err)
+	}
+	contentType := "text/x-shellscript; charset=\"us-ascii\""
+	if strings.HasPrefix(strings.TrimSpace(b.custom), "apiVersion: node.eks.aws") {
+		contentType = "application/node.eks.aws"
+	}
+	return mimeUserData(b.custom, contentType, mimePart{contentType: "application/node.eks.aws", body: string(doc)})
+}
+
+// mimePart is one part of a MIME multipart user data document.
+type mimePart struct {
+	contentType, body string
+}
+
+// mimeUserData renders a MIME multipart document, base64-encoded: the node class's own user
+// data first (its parts, when it is a MIME document itself, else one part of customType),
+// so it can prepare the machine, then Tailor's parts.
+func mimeUserData(custom, customType string, parts ...mimePart) (string, error) {
+	var all []mimePart
+	if custom != "" {
+		own, err := customParts(custom, customType)
+		if err != nil {
+			return "", err
+		}
+		all = append(own, parts...)
+	} else {
+		all = parts
 	}
 	var buf bytes.Buffer
 	buf.WriteString("MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=\"" + mimeBoundary + "\"\r\n\r\n")
@@ -86,22 +149,52 @@ func al2023UserData(b bootstrap) (string, error) {
 	if err := w.SetBoundary(mimeBoundary); err != nil {
 		return "", fmt.Errorf("writing user data: %w", err)
 	}
-	if b.custom != "" {
-		contentType := "text/x-shellscript; charset=\"us-ascii\""
-		if strings.HasPrefix(strings.TrimSpace(b.custom), "apiVersion: node.eks.aws") {
-			contentType = "application/node.eks.aws"
-		}
-		if err := writePart(w, contentType, b.custom); err != nil {
+	for _, p := range all {
+		if err := writePart(w, p.contentType, p.body); err != nil {
 			return "", err
 		}
-	}
-	if err := writePart(w, "application/node.eks.aws", string(doc)); err != nil {
-		return "", err
 	}
 	if err := w.Close(); err != nil {
 		return "", fmt.Errorf("writing user data: %w", err)
 	}
 	return base64.StdEncoding.EncodeToString(buf.Bytes()), nil
+}
+
+// customParts splits the node class's user data into MIME parts: the parts of a MIME
+// multipart document, or the whole as one part of contentType.
+func customParts(custom, contentType string) ([]mimePart, error) {
+	if !strings.HasPrefix(strings.TrimSpace(custom), "MIME-Version:") {
+		return []mimePart{{contentType: contentType, body: custom}}, nil
+	}
+	// The multipart reader wants the closing boundary ended the way the first one is.
+	newline := "\n"
+	if strings.Contains(custom, "\r\n") {
+		newline = "\r\n"
+	}
+	msg, err := mail.ReadMessage(strings.NewReader(strings.TrimSpace(custom) + newline))
+	if err != nil {
+		return nil, fmt.Errorf("reading userData as a MIME document: %w", err)
+	}
+	mediaType, params, err := mime.ParseMediaType(msg.Header.Get("Content-Type"))
+	if err != nil || !strings.HasPrefix(mediaType, "multipart/") {
+		return nil, fmt.Errorf("reading userData as a MIME document: Content-Type %q is not multipart", msg.Header.Get("Content-Type"))
+	}
+	var parts []mimePart
+	r := multipart.NewReader(msg.Body, params["boundary"])
+	for {
+		part, err := r.NextPart()
+		if errors.Is(err, io.EOF) {
+			return parts, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading userData as a MIME document: %w", err)
+		}
+		body, err := io.ReadAll(part)
+		if err != nil {
+			return nil, fmt.Errorf("reading userData as a MIME document: %w", err)
+		}
+		parts = append(parts, mimePart{contentType: part.Header.Get("Content-Type"), body: string(body)})
+	}
 }
 
 func writePart(w *multipart.Writer, contentType, body string) error {

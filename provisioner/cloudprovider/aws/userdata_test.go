@@ -17,15 +17,41 @@ import (
 
 var update = flag.Bool("update", false, "rewrite golden files")
 
-func TestAL2023UserData(t *testing.T) {
+// claimBootstrap is what a NodeClaim with labels, taints, startup taints and a node class
+// with kubelet settings asks of a node; Create adds karpenter.sh/unregistered:NoExecute.
+func claimBootstrap() bootstrap {
+	return bootstrap{
+		cluster: ClusterInfo{Name: "prod", Endpoint: "https://ABC.gr7.us-east-1.eks.amazonaws.com", CABundle: "Y2E=", ServiceCIDR: "10.100.0.0/16"},
+		labels:  map[string]string{karpv1.NodePoolLabelKey: "general", "team": "payments", karpv1.CapacityTypeLabelKey: "spot"},
+		taints: []corev1.Taint{
+			karpv1.UnregisteredNoExecuteTaint,
+			{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule},
+			{Key: "example.com/warming", Effect: corev1.TaintEffectNoExecute},
+		},
+		kubelet: &awsv1.KubeletConfiguration{
+			MaxPods: ptr.To[int32](110), ClusterDNS: []string{"10.100.0.10"},
+			SystemReserved: map[string]string{"cpu": "100m", "memory": "100Mi"},
+			KubeReserved:   map[string]string{"memory": "512Mi"},
+			EvictionHard:   map[string]string{"memory.available": "5%", "nodefs.available": "10%"},
+		},
+	}
+}
+
+func TestUserData(t *testing.T) {
+	with := func(change func(*bootstrap)) bootstrap {
+		b := claimBootstrap()
+		change(&b)
+		return b
+	}
 	tests := []struct {
 		name   string
+		family string
 		golden string
 		b      bootstrap
 	}{
 		{
-			name:   "labels, taints and kubelet settings reach nodeadm",
-			golden: "al2023-nodeconfig.golden",
+			name:   "AL2023: labels, taints and kubelet settings reach nodeadm",
+			family: familyAL2023, golden: "al2023-nodeconfig.golden",
 			b: bootstrap{
 				cluster: ClusterInfo{Name: "prod", Endpoint: "https://ABC.gr7.us-east-1.eks.amazonaws.com", CABundle: "Y2E=", ServiceCIDR: "10.100.0.0/16"},
 				labels:  map[string]string{karpv1.NodePoolLabelKey: "general", "team": "payments", karpv1.CapacityTypeLabelKey: "spot"},
@@ -34,18 +60,78 @@ func TestAL2023UserData(t *testing.T) {
 			},
 		},
 		{
-			name:   "the node class's own script runs before nodeadm's configuration",
-			golden: "al2023-custom-script.golden",
+			name:   "AL2023: the node class's own script runs before nodeadm's configuration",
+			family: familyAL2023, golden: "al2023-custom-script.golden",
 			b: bootstrap{
 				cluster: ClusterInfo{Name: "prod", Endpoint: "https://ABC.gr7.us-east-1.eks.amazonaws.com", CABundle: "Y2E=", ServiceCIDR: "10.100.0.0/16"},
 				labels:  map[string]string{karpv1.NodePoolLabelKey: "general"},
 				custom:  "#!/bin/bash\necho hello > /etc/motd\n",
 			},
 		},
+		{
+			name:   "AL2023: a NodeClaim's labels, taints and startup taints with RAID0 instance storage",
+			family: familyAL2023, golden: "al2023-raid0.golden",
+			b: with(func(b *bootstrap) { b.raid0 = true }),
+		},
+		{
+			name:   "AL2023: the parts of a MIME userData come first, in order",
+			family: familyAL2023, golden: "al2023-custom-mime.golden",
+			b: with(func(b *bootstrap) {
+				b.custom = "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"BOUNDARY\"\n\n--BOUNDARY\nContent-Type: text/x-shellscript\n\n#!/bin/bash\necho one\n--BOUNDARY\nContent-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  kubelet:\n    config:\n      shutdownGracePeriod: 30s\n--BOUNDARY--\n"
+			}),
+		},
+		{
+			name:   "AL2: the node class's script, then bootstrap.sh with the NodeClaim and kubelet settings",
+			family: familyAL2, golden: "al2-bootstrap.golden",
+			b: with(func(b *bootstrap) { b.custom = "#!/bin/bash\necho hello > /etc/motd\n" }),
+		},
+		{
+			name:   "AL2: RAID0 instance storage, cluster DNS from the service CIDR and max pods left to bootstrap.sh",
+			family: familyAL2, golden: "al2-raid0.golden",
+			b: with(func(b *bootstrap) {
+				b.raid0 = true
+				b.kubelet = nil
+				b.cluster.ServiceCIDR = "172.20.0.0/16"
+			}),
+		},
+		{
+			name:   "Bottlerocket: the node class's TOML with Tailor's cluster, labels, taints and kubelet settings over it",
+			family: familyBottlerocket, golden: "bottlerocket-settings.golden",
+			b: with(func(b *bootstrap) {
+				b.custom = `[settings.kubernetes]
+cluster-name = "not-this-one"
+api-server = "https://wrong.example.com"
+image-gc-high-threshold-percent = 80
+
+[settings.kubernetes.node-labels]
+team = "overridden-by-the-nodeclaim"
+"example.com/os" = "bottlerocket"
+
+[settings.kubernetes.node-taints]
+"example.com/special" = ["true:NoSchedule"]
+
+[settings.host-containers.admin]
+enabled = true
+`
+			}),
+		},
+		{
+			name:   "Bottlerocket: RAID0 instance storage through bootstrap commands",
+			family: familyBottlerocket, golden: "bottlerocket-raid0.golden",
+			b: with(func(b *bootstrap) {
+				b.raid0 = true
+				b.kubelet = nil
+			}),
+		},
+		{
+			name:   "Custom: the node class's user data alone, unchanged",
+			family: familyCustom, golden: "custom.golden",
+			b: with(func(b *bootstrap) { b.custom = "#!/bin/bash\n/opt/bootstrap --cluster prod\n" }),
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			encoded, err := al2023UserData(tt.b)
+			encoded, err := userData(tt.family, tt.b)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -65,6 +151,41 @@ func TestAL2023UserData(t *testing.T) {
 			}
 			if diff := cmp.Diff(string(want), string(got)); diff != "" {
 				t.Errorf("user data (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestUserDataErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		family  string
+		custom  string
+		wantErr string
+	}{
+		{
+			name: "Bottlerocket userData that is not TOML", family: familyBottlerocket, custom: "#!/bin/bash\necho hi\n",
+			wantErr: "reading userData as Bottlerocket TOML: toml: line 2: expected '.' or '=', but got 'h' instead",
+		},
+		{
+			name: "Bottlerocket userData whose kubernetes settings are not a table", family: familyBottlerocket, custom: "[settings]\nkubernetes = 1\n",
+			wantErr: "reading userData as Bottlerocket TOML: kubernetes is a int64, not a table",
+		},
+		{
+			name: "an unknown family", family: "Windows2022",
+			wantErr: `unknown AMI family "Windows2022": use AL2023, AL2, Bottlerocket or Custom`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := claimBootstrap()
+			b.custom = tt.custom
+			_, err := userData(tt.family, b)
+			if err == nil {
+				t.Fatalf("userData() succeeded, want error %q", tt.wantErr)
+			}
+			if diff := cmp.Diff(tt.wantErr, err.Error()); diff != "" {
+				t.Errorf("error (-want +got):\n%s", diff)
 			}
 		})
 	}

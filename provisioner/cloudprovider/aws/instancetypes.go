@@ -89,7 +89,7 @@ func newInstanceType(e *catalogEntry, class *awsv1.EC2NodeClass, zones map[strin
 			corev1.ResourceCPU:              *resource.NewQuantity(vcpus, resource.DecimalSI),
 			corev1.ResourceMemory:           *resource.NewQuantity(int64(math.Floor(float64(memMiB)*(1-settings.vmMemoryOverheadPercent)))<<20, resource.BinarySI),
 			corev1.ResourcePods:             *resource.NewQuantity(pods, resource.DecimalSI),
-			corev1.ResourceEphemeralStorage: ephemeralStorage(class),
+			corev1.ResourceEphemeralStorage: ephemeralStorage(class, info),
 		},
 	}
 	if r, n := gpuResource(info); n > 0 {
@@ -121,7 +121,14 @@ func newInstanceType(e *catalogEntry, class *awsv1.EC2NodeClass, zones map[strin
 	return it
 }
 
-func ephemeralStorage(class *awsv1.EC2NodeClass) resource.Quantity {
+func ephemeralStorage(class *awsv1.EC2NodeClass, info ec2types.InstanceTypeInfo) resource.Quantity {
+	// With RAID0 the kubelet's and containerd's directories move onto the array of the
+	// instance store's NVMe disks, whose size EC2 gives in GB.
+	if p := class.Spec.InstanceStorePolicy; p != nil && *p == awsv1.InstanceStorePolicyRAID0 {
+		if s := info.InstanceStorageInfo; s != nil && aws.ToInt64(s.TotalSizeInGB) > 0 {
+			return *resource.NewScaledQuantity(aws.ToInt64(s.TotalSizeInGB), resource.Giga)
+		}
+	}
 	for _, m := range class.Spec.BlockDeviceMappings {
 		if m != nil && m.RootVolume && m.EBS != nil && m.EBS.VolumeSize != nil {
 			return *m.EBS.VolumeSize

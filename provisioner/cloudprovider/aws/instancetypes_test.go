@@ -1,0 +1,55 @@
+package aws
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+
+	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
+)
+
+func TestEphemeralStorageOfInstanceStorePolicy(t *testing.T) {
+	h := newHarness(t)
+	entries, err := describeInstanceTypes(context.Background(), h.provider.ec2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raid0 := ptr.To(awsv1.InstanceStorePolicyRAID0)
+	rootVolume := []*awsv1.BlockDeviceMapping{{DeviceName: ptr.To("/dev/xvda"), RootVolume: true, EBS: &awsv1.BlockDevice{VolumeSize: ptr.To(resource.MustParse("100Gi"))}}}
+	tests := []struct {
+		name         string
+		instanceType string
+		policy       *awsv1.InstanceStorePolicy
+		devices      []*awsv1.BlockDeviceMapping
+		// want is the capacity; wantOverhead the kube-reserved 1Gi plus the 10% nodefs threshold.
+		want, wantOverhead string
+	}{
+		{name: "RAID0 on local NVMe is the instance store's size", instanceType: "m5d.large", policy: raid0, want: "75G", wantOverhead: "8573741824"},
+		{name: "RAID0 on a larger instance store", instanceType: "i3en.large", policy: raid0, want: "1250G", wantOverhead: "126073741824"},
+		{name: "RAID0 wins over the root volume", instanceType: "c6gd.xlarge", policy: raid0, devices: rootVolume, want: "237G", wantOverhead: "24773741824"},
+		{name: "without RAID0 the instance store is not the kubelet's", instanceType: "m5d.large", want: "20Gi", wantOverhead: "3Gi"},
+		{name: "without RAID0 the root volume is", instanceType: "m5d.large", devices: rootVolume, want: "100Gi", wantOverhead: "11Gi"},
+		{name: "RAID0 without local NVMe keeps the root volume", instanceType: "m5.large", policy: raid0, want: "20Gi", wantOverhead: "3Gi"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e, ok := entries[tt.instanceType]
+			if !ok {
+				t.Fatalf("%s is not in the catalog", tt.instanceType)
+			}
+			class := &awsv1.EC2NodeClass{Spec: awsv1.EC2NodeClassSpec{InstanceStorePolicy: tt.policy, BlockDeviceMappings: tt.devices}}
+			it := newInstanceType(e, class, nil, &priceBook{}, h.provider.overheadSettings())
+			got := map[string]string{
+				"capacity": ptr.To(it.Capacity[corev1.ResourceEphemeralStorage]).String(),
+				"overhead": ptr.To(it.Overhead[corev1.ResourceEphemeralStorage]).String(),
+			}
+			if diff := cmp.Diff(map[string]string{"capacity": tt.want, "overhead": tt.wantOverhead}, got); diff != "" {
+				t.Errorf("ephemeral storage (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

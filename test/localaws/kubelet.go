@@ -245,6 +245,10 @@ func buildNode(in nodeInput) *corev1.Node {
 		corev1.ResourcePods:             *resource.NewQuantity(pods, resource.DecimalSI),
 		corev1.ResourceEphemeralStorage: *resource.NewQuantity(int64(rootGiB)<<30, resource.BinarySI),
 	}
+	if in.settings.raid0 && t.LocalNVMeGiB != nil {
+		// The array of the instance store's disks, whose size EC2 gives in GB.
+		capacity[corev1.ResourceEphemeralStorage] = *resource.NewScaledQuantity(int64(*t.LocalNVMeGiB), resource.Giga)
+	}
 	if g := t.GPU; g != nil {
 		switch g.Manufacturer {
 		case "nvidia":
@@ -259,7 +263,7 @@ func buildNode(in nodeInput) *corev1.Node {
 
 	allocatable := capacity.DeepCopy()
 	kubeReserved := in.settings.kubeReserved
-	if in.settings.nodeadm {
+	if in.settings.defaultKubeReserved {
 		kubeReserved = nodeadmKubeReserved(int64(t.VCPU), pods, in.settings.kubeReserved)
 	}
 	for _, reserved := range []corev1.ResourceList{kubeReserved, in.settings.systemReserved} {

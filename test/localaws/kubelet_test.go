@@ -2,6 +2,7 @@ package localaws
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"sync"
 	"testing"
@@ -76,6 +77,10 @@ func TestBuildNode(t *testing.T) {
 	require.NoError(t, err)
 	percentEviction, err := parseUserData(mimeUserData("application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  kubelet:\n    config:\n      evictionHard: {memory.available: 10%}\n      kubeReserved: {cpu: '5'}"))
 	require.NoError(t, err)
+	al2KubeReserved, err := parseUserData(mimeUserData("text/x-shellscript\n\n#!/bin/bash\n/etc/eks/bootstrap.sh demo --kubelet-extra-args '--kube-reserved=cpu=100m'"))
+	require.NoError(t, err)
+	bottlerocketRAID0, err := parseUserData(base64.StdEncoding.EncodeToString([]byte("[settings.kubernetes]\ncluster-name = \"demo\"\n[settings.bootstrap-commands.000-mount-instance-storage]\ncommands = [[\"apiclient\", \"ephemeral-storage\", \"init\"]]\n")))
+	require.NoError(t, err)
 	addresses := []string{"InternalIP=10.0.0.4", "Hostname=ip-10-0-0-4.ec2.internal"}
 	annotations := map[string]string{"kwok.x-k8s.io/node": "fake"}
 
@@ -105,6 +110,27 @@ func TestBuildNode(t *testing.T) {
 				Taints:      []string{"karpenter.sh/unregistered:NoExecute", "dedicated=gpu:NoSchedule"},
 				Capacity:    map[string]string{"cpu": "2", "memory": "7782Mi", "pods": "58", "ephemeral-storage": "80Gi"},
 				Allocatable: map[string]string{"cpu": "1830m", "memory": "7008Mi", "pods": "58", "ephemeral-storage": "71Gi"},
+			},
+		},
+		{
+			name:         "AL2's --kube-reserved replaces all of bootstrap.sh's",
+			instanceType: "m5.large",
+			settings:     al2KubeReserved,
+			want: nodeSummary{
+				Labels:      kubeletLabels("m5.large", "amd64", nil),
+				Capacity:    map[string]string{"cpu": "2", "memory": "7782Mi", "pods": "29", "ephemeral-storage": "20Gi"},
+				Allocatable: map[string]string{"cpu": "1900m", "memory": "7682Mi", "pods": "29", "ephemeral-storage": "18Gi"},
+			},
+		},
+		{
+			name:         "Bottlerocket's kube-reserved defaults and RAID0 on the instance store",
+			instanceType: "m5d.large",
+			settings:     bottlerocketRAID0,
+			want: nodeSummary{
+				Labels: kubeletLabels("m5d.large", "amd64", nil),
+				// 75G of NVMe less 1Gi and the 10% nodefs threshold.
+				Capacity:    map[string]string{"cpu": "2", "memory": "7782Mi", "pods": "29", "ephemeral-storage": "75G"},
+				Allocatable: map[string]string{"cpu": "1930m", "memory": "7108Mi", "pods": "29", "ephemeral-storage": "66426258176"},
 			},
 		},
 		{

@@ -33,6 +33,11 @@ type nodeConfigSpec struct {
 		APIServerEndpoint string `json:"apiServerEndpoint"`
 		CIDR              string `json:"cidr"`
 	} `json:"cluster"`
+	Instance struct {
+		LocalStorage struct {
+			Strategy string `json:"strategy"`
+		} `json:"localStorage"`
+	} `json:"instance"`
 	Kubelet struct {
 		Config kubeletConfig `json:"config"`
 		Flags  []string      `json:"flags"`
@@ -55,9 +60,13 @@ type kubeletSettings struct {
 	maxPods        *int32
 	kubeReserved   corev1.ResourceList
 	systemReserved corev1.ResourceList
-	// nodeadm is set when the settings come from a NodeConfig: nodeadm then fills in the
-	// kube-reserved resources the configuration leaves out.
-	nodeadm bool
+	// defaultKubeReserved is set when the bootstrap fills in, by the EKS formula, the
+	// kube-reserved resources the configuration leaves out: nodeadm (AL2023) and Bottlerocket
+	// do so per resource, AL2's bootstrap.sh unless --kube-reserved replaces them all.
+	defaultKubeReserved bool
+	// raid0 is set when the bootstrap puts the instance store's disks in one RAID0 array
+	// under the kubelet's directory.
+	raid0 bool
 	// memoryEviction and nodefsEviction are the evictionHard memory.available and
 	// nodefs.available thresholds, each a quantity or a percentage; empty means the
 	// kubelet's default.
@@ -78,6 +87,12 @@ func parseUserData(encoded string) (kubeletSettings, error) {
 	if err != nil {
 		return kubeletSettings{}, fmt.Errorf("decoding base64 user data: %w", err)
 	}
+	if settings, ok, err := parseBottlerocket(raw); ok {
+		return settings, err
+	}
+	if settings, ok, err := parseEKSBootstrap(raw); ok {
+		return settings, err
+	}
 	documents, err := nodeConfigDocuments(raw)
 	if err != nil {
 		return kubeletSettings{}, err
@@ -93,7 +108,10 @@ func parseUserData(encoded string) (kubeletSettings, error) {
 		}
 		mergeNodeConfig(&merged, cfg)
 	}
-	return settingsFrom(merged.Spec.Kubelet.Config, merged.Spec.Kubelet.Flags)
+	settings, err := settingsFrom(merged.Spec.Kubelet.Config, merged.Spec.Kubelet.Flags)
+	settings.defaultKubeReserved = true
+	settings.raid0 = merged.Spec.Instance.LocalStorage.Strategy == "RAID0"
+	return settings, err
 }
 
 // nodeConfigDocuments returns the NodeConfig YAML documents of decoded user data.
@@ -143,6 +161,9 @@ func multipartNodeConfigs(reader *multipart.Reader) ([][]byte, error) {
 
 // mergeNodeConfig lays cfg over into: flags add up, set settings replace earlier ones.
 func mergeNodeConfig(into *nodeConfig, cfg nodeConfig) {
+	if cfg.Spec.Instance.LocalStorage.Strategy != "" {
+		into.Spec.Instance = cfg.Spec.Instance
+	}
 	into.Spec.Kubelet.Flags = append(into.Spec.Kubelet.Flags, cfg.Spec.Kubelet.Flags...)
 	c, next := &into.Spec.Kubelet.Config, cfg.Spec.Kubelet.Config
 	if next.MaxPods != nil {
@@ -170,7 +191,7 @@ func mergeStrings(base, over map[string]string) map[string]string {
 // settingsFrom reads the kubelet configuration and command-line flags. Flags win over the
 // configuration, as they do for the kubelet.
 func settingsFrom(cfg kubeletConfig, flags []string) (kubeletSettings, error) {
-	out := kubeletSettings{labels: map[string]string{}, maxPods: cfg.MaxPods, nodeadm: true}
+	out := kubeletSettings{labels: map[string]string{}, maxPods: cfg.MaxPods}
 	var err error
 	if out.kubeReserved, err = resourceList(cfg.KubeReserved); err != nil {
 		return kubeletSettings{}, fmt.Errorf("reading kubeReserved: %w", err)
@@ -207,6 +228,31 @@ func settingsFrom(cfg kubeletConfig, flags []string) (kubeletSettings, error) {
 				}
 				out.taints = append(out.taints, t)
 			}
+		case "kube-reserved", "system-reserved":
+			values, err := flagMap(value, "=")
+			if err == nil {
+				var list corev1.ResourceList
+				list, err = resourceList(values)
+				if name == "kube-reserved" {
+					out.kubeReserved = list
+				} else {
+					out.systemReserved = list
+				}
+			}
+			if err != nil {
+				return kubeletSettings{}, fmt.Errorf("reading --%s: %w", name, err)
+			}
+		case "eviction-hard":
+			values, err := flagMap(value, "<")
+			if err != nil {
+				return kubeletSettings{}, fmt.Errorf("reading --eviction-hard: %w", err)
+			}
+			if v, ok := values["memory.available"]; ok {
+				out.memoryEviction = v
+			}
+			if v, ok := values["nodefs.available"]; ok {
+				out.nodefsEviction = v
+			}
 		case "max-pods":
 			n, err := strconv.ParseInt(value, 10, 32)
 			if err != nil || n < 1 {
@@ -215,6 +261,19 @@ func settingsFrom(cfg kubeletConfig, flags []string) (kubeletSettings, error) {
 			pods := int32(n)
 			out.maxPods = &pods
 		}
+	}
+	return out, nil
+}
+
+// flagMap reads a flag value written key<sep>value,...
+func flagMap(value, sep string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, pair := range splitList(value) {
+		k, v, ok := strings.Cut(pair, sep)
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%q is not key%svalue", pair, sep)
+		}
+		out[k] = v
 	}
 	return out, nil
 }

@@ -2,6 +2,8 @@ package localaws
 
 import (
 	"encoding/base64"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -61,6 +63,9 @@ func TestParseUserData(t *testing.T) {
 				KubeReserved:   map[string]string{"cpu": "70m", "memory": "574Mi", "ephemeral-storage": "1Gi"},
 				SystemReserved: map[string]string{"cpu": "100m", "memory": "100Mi"},
 				MemoryEviction: "100Mi",
+				NodefsEviction: "10%",
+
+				DefaultKubeReserved: true,
 			},
 		},
 		{
@@ -73,6 +78,9 @@ func TestParseUserData(t *testing.T) {
 				KubeReserved:   map[string]string{"cpu": "70m", "memory": "574Mi", "ephemeral-storage": "1Gi"},
 				SystemReserved: map[string]string{"cpu": "100m", "memory": "100Mi"},
 				MemoryEviction: "100Mi",
+				NodefsEviction: "10%",
+
+				DefaultKubeReserved: true,
 			},
 		},
 		{
@@ -88,11 +96,38 @@ func TestParseUserData(t *testing.T) {
 				KubeReserved:   map[string]string{"cpu": "70m", "memory": "574Mi", "ephemeral-storage": "1Gi"},
 				SystemReserved: map[string]string{"cpu": "100m", "memory": "100Mi"},
 				MemoryEviction: "5%",
+				NodefsEviction: "10%",
+
+				DefaultKubeReserved: true,
 			},
 		},
 		{name: "empty", wantErr: "user data holds no NodeConfig"},
-		{name: "only a shell script", userData: mimeUserData("text/x-shellscript\n\n#!/bin/bash\n/etc/eks/bootstrap.sh demo"), wantErr: "user data holds no NodeConfig"},
-		{name: "bottlerocket TOML", userData: base64.StdEncoding.EncodeToString([]byte("[settings.kubernetes]\ncluster-name = \"demo\"\n")), wantErr: "user data holds no NodeConfig"},
+		{
+			name:     "AL2 bootstrap.sh without kubelet arguments leaves kube-reserved to it",
+			userData: mimeUserData("text/x-shellscript\n\n#!/bin/bash\n/etc/eks/bootstrap.sh demo"),
+			want:     settingsSummary{Labels: map[string]string{}, DefaultKubeReserved: true},
+		},
+		{
+			name:     "Bottlerocket TOML without kubelet settings leaves kube-reserved to it",
+			userData: base64.StdEncoding.EncodeToString([]byte("[settings.kubernetes]\ncluster-name = \"demo\"\n")),
+			want:     settingsSummary{Labels: map[string]string{}, DefaultKubeReserved: true},
+		},
+		{name: "only a shell script", userData: mimeUserData("text/x-shellscript\n\n#!/bin/bash\necho hello"), wantErr: "user data holds no NodeConfig"},
+		{
+			name:     "AL2 --max-pods without --use-max-pods false",
+			userData: mimeUserData("text/x-shellscript\n\n#!/bin/bash\n/etc/eks/bootstrap.sh demo --kubelet-extra-args '--max-pods=20'"),
+			wantErr:  "--max-pods in --kubelet-extra-args needs --use-max-pods false",
+		},
+		{
+			name:     "AL2 unterminated quote",
+			userData: mimeUserData("text/x-shellscript\n\n#!/bin/bash\n/etc/eks/bootstrap.sh demo --kubelet-extra-args '--max-pods=20"),
+			wantErr:  "reading /etc/eks/bootstrap.sh arguments: unterminated single quote",
+		},
+		{
+			name:     "Bottlerocket taint without an effect",
+			userData: base64.StdEncoding.EncodeToString([]byte("[settings.kubernetes.node-taints]\ndedicated = [\"gpu\"]\n")),
+			wantErr:  `reading Bottlerocket node-taints: taint "dedicated=gpu:" has effect ""`,
+		},
 		{name: "not base64", userData: "%%%", wantErr: "decoding base64 user data"},
 		{
 			name:     "taint without effect",
@@ -128,6 +163,10 @@ type settingsSummary struct {
 	KubeReserved   map[string]string
 	SystemReserved map[string]string
 	MemoryEviction string
+	NodefsEviction string
+	// DefaultKubeReserved and RAID0 say what the bootstrap fills in and sets up.
+	DefaultKubeReserved bool
+	RAID0               bool
 }
 
 func summarizeSettings(s kubeletSettings) settingsSummary {
@@ -136,6 +175,10 @@ func summarizeSettings(s kubeletSettings) settingsSummary {
 		KubeReserved:   quantities(s.kubeReserved),
 		SystemReserved: quantities(s.systemReserved),
 		MemoryEviction: s.memoryEviction,
+		NodefsEviction: s.nodefsEviction,
+
+		DefaultKubeReserved: s.defaultKubeReserved,
+		RAID0:               s.raid0,
 	}
 	if s.maxPods != nil {
 		out.MaxPods = *s.maxPods
@@ -148,7 +191,7 @@ func summarizeSettings(s kubeletSettings) settingsSummary {
 
 // quantities renders a resource list as strings, which compare without cmp options.
 func quantities(list corev1.ResourceList) map[string]string {
-	if list == nil {
+	if len(list) == 0 {
 		return nil
 	}
 	out := map[string]string{}
@@ -156,4 +199,66 @@ func quantities(list corev1.ResourceList) map[string]string {
 		out[string(name)] = q.String()
 	}
 	return out
+}
+
+// TestParseUserDataOfEachFamily reads the user data the provider's golden files hold for
+// each AMI family, so that the simulated kubelet reads what the provider writes.
+func TestParseUserDataOfEachFamily(t *testing.T) {
+	claimLabels := map[string]string{"karpenter.sh/capacity-type": "spot", "karpenter.sh/nodepool": "general", "team": "payments"}
+	claimTaints := []string{"karpenter.sh/unregistered:NoExecute", "dedicated=gpu:NoSchedule", "example.com/warming:NoExecute"}
+	tests := []struct {
+		golden string
+		want   settingsSummary
+	}{
+		{
+			golden: "al2023-raid0.golden",
+			want: settingsSummary{
+				Labels: claimLabels, Taints: claimTaints, MaxPods: 110,
+				KubeReserved: map[string]string{"memory": "512Mi"}, SystemReserved: map[string]string{"cpu": "100m", "memory": "100Mi"},
+				MemoryEviction: "5%", NodefsEviction: "10%", DefaultKubeReserved: true, RAID0: true,
+			},
+		},
+		{
+			golden: "al2-bootstrap.golden",
+			want: settingsSummary{
+				Labels: claimLabels, Taints: claimTaints, MaxPods: 110,
+				KubeReserved: map[string]string{"memory": "512Mi"}, SystemReserved: map[string]string{"cpu": "100m", "memory": "100Mi"},
+				MemoryEviction: "5%", NodefsEviction: "10%",
+			},
+		},
+		{
+			golden: "al2-raid0.golden",
+			want:   settingsSummary{Labels: claimLabels, Taints: claimTaints, DefaultKubeReserved: true, RAID0: true},
+		},
+		{
+			golden: "bottlerocket-settings.golden",
+			want: settingsSummary{
+				Labels: map[string]string{"example.com/os": "bottlerocket", "karpenter.sh/capacity-type": "spot", "karpenter.sh/nodepool": "general", "team": "payments"},
+				// Sorted by key, as TOML tables have no order.
+				Taints:       []string{"dedicated=gpu:NoSchedule", "example.com/special=true:NoSchedule", "example.com/warming:NoExecute", "karpenter.sh/unregistered:NoExecute"},
+				MaxPods:      110,
+				KubeReserved: map[string]string{"memory": "512Mi"}, SystemReserved: map[string]string{"cpu": "100m", "memory": "100Mi"},
+				MemoryEviction: "5%", NodefsEviction: "10%", DefaultKubeReserved: true,
+			},
+		},
+		{
+			golden: "bottlerocket-raid0.golden",
+			want: settingsSummary{
+				Labels: claimLabels,
+				Taints: []string{"dedicated=gpu:NoSchedule", "example.com/warming:NoExecute", "karpenter.sh/unregistered:NoExecute"},
+				DefaultKubeReserved: true, RAID0: true,
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.golden, func(t *testing.T) {
+			raw, err := os.ReadFile(filepath.Join("..", "..", "provisioner", "cloudprovider", "aws", "testdata", tt.golden))
+			require.NoError(t, err)
+			got, err := parseUserData(base64.StdEncoding.EncodeToString(raw))
+			require.NoError(t, err)
+			if diff := cmp.Diff(tt.want, summarizeSettings(got)); diff != "" {
+				t.Errorf("settings (-want +got):\n%s", diff)
+			}
+		})
+	}
 }

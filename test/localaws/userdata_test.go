@@ -244,8 +244,8 @@ func TestParseUserDataOfEachFamily(t *testing.T) {
 		{
 			golden: "bottlerocket-raid0.golden",
 			want: settingsSummary{
-				Labels: claimLabels,
-				Taints: []string{"dedicated=gpu:NoSchedule", "example.com/warming:NoExecute", "karpenter.sh/unregistered:NoExecute"},
+				Labels:              claimLabels,
+				Taints:              []string{"dedicated=gpu:NoSchedule", "example.com/warming:NoExecute", "karpenter.sh/unregistered:NoExecute"},
 				DefaultKubeReserved: true, RAID0: true,
 			},
 		},

@@ -39,6 +39,7 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/leader"
 	"github.com/tailor-autoscaler/tailor/provisioner/metrics"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
+	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/drain"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/garbagecollection"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/lifecycle"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/termination"
@@ -144,6 +145,10 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return fmt.Errorf("adding the AWS provider's housekeeping: %w", err)
 	}
 	recorder := mgr.GetEventRecorderFor("tailor-provisioner")
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("creating the Kubernetes client: %w", err)
+	}
 	tracker := nomination.NewTracker()
 	batches, err := batcher.New(batcher.Options{Idle: opts.BatchIdle, Max: opts.BatchMax, Clock: clk})
 	if err != nil {
@@ -164,7 +169,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		gc,
 		interruptions,
 		lifecycle.NewController(mgr.GetClient(), provider, recorder, clk),
-		termination.NewController(mgr.GetClient(), provider, recorder, clk),
+		termination.NewController(mgr.GetClient(), provider, drain.New(mgr.GetClient(), cs), recorder, clk),
 		nominations,
 		nodeclass.NewController(mgr.GetClient(), provider),
 		nodepool.NewController(mgr.GetClient(), recorder),

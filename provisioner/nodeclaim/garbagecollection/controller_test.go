@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
@@ -32,6 +33,7 @@ import (
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
+	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/drain"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/termination"
 	"github.com/tailor-autoscaler/tailor/test/localaws"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
@@ -271,7 +273,7 @@ func TestNodeClaimsWhoseInstanceIsGoneAreDeletedAndReleased(t *testing.T) {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
 	// Termination does not wait for an instance that is not there: it releases at once.
-	term := termination.NewController(f.kube, f.provider, record.NewFakeRecorder(10), f.clock)
+	term := termination.NewController(f.kube, f.provider, drain.New(f.kube, kubernetes.NewForConfigOrDie(cfg)), record.NewFakeRecorder(10), f.clock)
 	for _, name := range []string{"gone", never.Name} {
 		res, err := term.Reconcile(f.ctx, reconcile.Request{NamespacedName: client.ObjectKey{Name: name}})
 		if err != nil || res.RequeueAfter != 0 {

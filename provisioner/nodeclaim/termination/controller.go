@@ -1,11 +1,15 @@
-// Package termination finishes deleted NodeClaims: it cordons the node, terminates the
-// instance, waits until the cloud reports it gone, deletes the Node and only then releases
-// the NodeClaim's finalizer, so no instance outlives its NodeClaim.
+// Package termination finishes deleted NodeClaims: it cordons the node, drains it through
+// the Eviction API (PodDisruptionBudgets hold until the NodeClaim's termination grace period
+// ends), waits for its volumes to detach, terminates the instance, waits until the cloud
+// reports it gone, deletes the Node and only then releases the NodeClaim's finalizer, so no
+// instance outlives its NodeClaim.
 package termination
 
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,10 +24,16 @@ import (
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/drain"
 )
 
-// ReasonTerminated is the event reason once a NodeClaim's instance is gone.
-const ReasonTerminated = "Terminated"
+// Event reasons.
+const (
+	// ReasonTerminated: the NodeClaim's instance is gone.
+	ReasonTerminated = "Terminated"
+	// ReasonDrainBlocked: pods that must leave the node cannot be evicted yet.
+	ReasonDrainBlocked = "DrainBlocked"
+)
 
 // pollInterval is how often an instance being terminated is checked.
 const pollInterval = 2 * time.Second
@@ -33,17 +43,24 @@ type Terminator interface {
 	Delete(ctx context.Context, nodeClaim *karpv1.NodeClaim) error
 }
 
+// Drainer empties a node before its instance goes.
+type Drainer interface {
+	Drain(ctx context.Context, node string, deadline, now time.Time) (drain.Result, error)
+	VolumesAttached(ctx context.Context, node string) ([]string, error)
+}
+
 // Controller finishes deleted NodeClaims.
 type Controller struct {
 	kube       client.Client
 	terminator Terminator
+	drainer    Drainer
 	recorder   record.EventRecorder
 	clock      clock.Clock
 }
 
 // NewController returns a Controller.
-func NewController(kube client.Client, terminator Terminator, recorder record.EventRecorder, clk clock.Clock) *Controller {
-	return &Controller{kube: kube, terminator: terminator, recorder: recorder, clock: clk}
+func NewController(kube client.Client, terminator Terminator, drainer Drainer, recorder record.EventRecorder, clk clock.Clock) *Controller {
+	return &Controller{kube: kube, terminator: terminator, drainer: drainer, recorder: recorder, clock: clk}
 }
 
 // Register adds the controller to the manager.
@@ -72,6 +89,9 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if node != nil {
 		if err := c.cordon(ctx, node); err != nil {
 			return reconcile.Result{}, err
+		}
+		if wait, err := c.drain(ctx, nc, node); err != nil || wait {
+			return reconcile.Result{RequeueAfter: pollInterval}, err
 		}
 	}
 	if err := c.terminator.Delete(ctx, nc); err != nil {
@@ -108,6 +128,41 @@ func (c *Controller) node(ctx context.Context, nc *karpv1.NodeClaim) (*corev1.No
 		return nil, nil
 	}
 	return node, nil
+}
+
+// drain makes one pass at emptying the node and reports whether to wait for it: pods left
+// to leave, or volumes still attached. Past the grace period pods are deleted, but volumes
+// are still waited for, so that their data is flushed.
+func (c *Controller) drain(ctx context.Context, nc *karpv1.NodeClaim, node *corev1.Node) (bool, error) {
+	var deadline time.Time
+	if tgp := nc.Spec.TerminationGracePeriod; tgp != nil {
+		deadline = nc.DeletionTimestamp.Add(tgp.Duration)
+	}
+	res, err := c.drainer.Drain(ctx, node.Name, deadline, c.clock.Now())
+	if err != nil {
+		return false, err
+	}
+	if !res.Done() {
+		if len(res.Blocked) > 0 {
+			names := make([]string, 0, len(res.Blocked))
+			for name, why := range res.Blocked {
+				names = append(names, name+" ("+why+")")
+			}
+			sort.Strings(names)
+			c.recorder.Eventf(nc, corev1.EventTypeWarning, ReasonDrainBlocked, "waiting to evict %s", strings.Join(names, "; "))
+		}
+		log.FromContext(ctx).V(1).Info("draining node", "node", node.Name, "remaining", res.Remaining, "forced", res.Forced)
+		return true, nil
+	}
+	volumes, err := c.drainer.VolumesAttached(ctx, node.Name)
+	if err != nil {
+		return false, err
+	}
+	if len(volumes) > 0 {
+		log.FromContext(ctx).V(1).Info("waiting for volumes to detach", "node", node.Name, "volumes", volumes)
+		return true, nil
+	}
+	return false, nil
 }
 
 // cordon taints the node so nothing new lands on it while it goes away.

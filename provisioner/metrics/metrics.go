@@ -77,6 +77,11 @@ var (
 		Namespace: namespace, Subsystem: "nodeclaims", Name: "launch_errors_total",
 		Help: "Failed launches, by reason: InsufficientCapacity, NodeClassNotReady or LaunchFailed.",
 	}, []string{LabelNodePool, LabelReason})
+	// NodeClaimsDisrupted counts NodeClaims deleted to replace or remove their node, by reason.
+	NodeClaimsDisrupted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: "nodeclaims", Name: "disrupted_total",
+		Help: "NodeClaims deleted to replace or remove their node, by reason (expired, ...).",
+	}, []string{LabelNodePool, LabelReason})
 	// GRPC measures the gRPC API the scheduler plugin calls: requests, codes, latency.
 	GRPC = grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
 		grpcprom.WithHistogramBuckets(prometheus.ExponentialBuckets(0.0005, 2, 14)),
@@ -86,7 +91,7 @@ var (
 func init() {
 	crmetrics.Registry.MustRegister(
 		PodsQueued, PodBoundSeconds, PlanSeconds, PlannedPods,
-		NodeClaimsCreated, NodeClaimsLaunched, NodeClaimsRegistered, NodeClaimsInitialized, LaunchErrors,
+		NodeClaimsCreated, NodeClaimsLaunched, NodeClaimsRegistered, NodeClaimsInitialized, LaunchErrors, NodeClaimsDisrupted,
 		GRPC,
 	)
 }

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -198,6 +199,11 @@ func (c *Controller) register(ctx context.Context, nc *karpv1.NodeClaim) (reconc
 	node.Labels[karpv1.NodeRegisteredLabelKey] = "true"
 	node.Spec.Taints = syncTaints(node.Spec.Taints, nc.Spec.Taints)
 	node.OwnerReferences = ownedBy(node.OwnerReferences, nc)
+	// `kubectl delete node` then waits for the NodeClaim's termination (see nodetermination);
+	// a Node already being deleted takes no new finalizer.
+	if node.DeletionTimestamp == nil {
+		controllerutil.AddFinalizer(node, karpv1.TerminationFinalizer)
+	}
 	if err := c.kube.Patch(ctx, node, patch); err != nil {
 		return reconcile.Result{}, fmt.Errorf("registering node %s: %w", node.Name, err)
 	}

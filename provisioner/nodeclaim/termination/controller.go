@@ -102,6 +102,12 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{RequeueAfter: pollInterval}, nil
 	}
 	if node != nil {
+		nodePatch := client.MergeFrom(node.DeepCopy())
+		if controllerutil.RemoveFinalizer(node, karpv1.TerminationFinalizer) {
+			if err := c.kube.Patch(ctx, node, nodePatch); client.IgnoreNotFound(err) != nil {
+				return reconcile.Result{}, fmt.Errorf("releasing node %s: %w", node.Name, err)
+			}
+		}
 		if err := c.kube.Delete(ctx, node); client.IgnoreNotFound(err) != nil {
 			return reconcile.Result{}, fmt.Errorf("deleting node %s: %w", node.Name, err)
 		}

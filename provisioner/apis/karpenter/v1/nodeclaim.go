@@ -81,6 +81,9 @@ const (
 	ConditionTypeInitialized = "Initialized"
 	// ConditionTypeReady mirrors Initialized for tools that look for Ready.
 	ConditionTypeReady = "Ready"
+	// ConditionTypeDrifted is True when the node no longer matches its NodePool or node class
+	// (reason NodePoolDrifted, AMIDrifted); the disruption controller replaces such nodes.
+	ConditionTypeDrifted = "Drifted"
 )
 
 // NodeClaimStatus is what the node is.

@@ -1,0 +1,169 @@
+// Package drift marks NodeClaims whose node no longer matches what would be launched today:
+// the NodePool template changed since the NodeClaim was made from it (NodePoolDrifted), or
+// the EC2NodeClass no longer resolves to the AMI the instance booted (AMIDrifted). It only
+// sets the NodeClaim's Drifted condition, and clears it once the node is back in line; the
+// disruption controller replaces drifted nodes within the NodePool's budgets.
+//
+// Subnets and security groups are not checked: the launch does not record which subnet or
+// security groups an instance got, so a NodeClaim cannot say whether they drifted.
+package drift
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
+	"github.com/tailor-autoscaler/tailor/provisioner/provisioning"
+	"github.com/tailor-autoscaler/tailor/provisioner/requirements"
+)
+
+// Reasons of the Drifted condition.
+const (
+	// ReasonNodePoolDrifted: the NodePool's template hash differs from the NodeClaim's.
+	ReasonNodePoolDrifted = "NodePoolDrifted"
+	// ReasonAMIDrifted: the instance's AMI is not among those the EC2NodeClass resolves to.
+	ReasonAMIDrifted = "AMIDrifted"
+	// ReasonNotDrifted: the node matches its NodePool and EC2NodeClass again.
+	ReasonNotDrifted = "NotDrifted"
+)
+
+// Controller keeps the Drifted condition of NodeClaims current.
+type Controller struct {
+	kube client.Client
+}
+
+// NewController returns a Controller.
+func NewController(kube client.Client) *Controller {
+	return &Controller{kube: kube}
+}
+
+// Register adds the controller to the manager: it watches NodeClaims, NodePools mapped to
+// their NodeClaims, and EC2NodeClasses mapped to the NodeClaims of the NodePools using them.
+func (c *Controller) Register(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("nodeclaim.drift").
+		For(&karpv1.NodeClaim{}).
+		Watches(&karpv1.NodePool{}, handler.EnqueueRequestsFromMapFunc(c.nodePoolToNodeClaims)).
+		Watches(&awsv1.EC2NodeClass{}, handler.EnqueueRequestsFromMapFunc(c.nodeClassToNodeClaims)).
+		Complete(c)
+}
+
+func (c *Controller) nodePoolToNodeClaims(ctx context.Context, o client.Object) []reconcile.Request {
+	claims := &karpv1.NodeClaimList{}
+	if err := c.kube.List(ctx, claims, client.MatchingLabels{karpv1.NodePoolLabelKey: o.GetName()}); err != nil {
+		log.FromContext(ctx).Error(err, "listing NodeClaims of NodePool", "nodePool", o.GetName())
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(claims.Items))
+	for i := range claims.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&claims.Items[i])})
+	}
+	return out
+}
+
+func (c *Controller) nodeClassToNodeClaims(ctx context.Context, o client.Object) []reconcile.Request {
+	pools := &karpv1.NodePoolList{}
+	if err := c.kube.List(ctx, pools); err != nil {
+		log.FromContext(ctx).Error(err, "listing NodePools", "ec2NodeClass", o.GetName())
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range pools.Items {
+		if ref := pools.Items[i].Spec.Template.Spec.NodeClassRef; ref != nil && ref.Name == o.GetName() {
+			out = append(out, c.nodePoolToNodeClaims(ctx, &pools.Items[i])...)
+		}
+	}
+	return out
+}
+
+// Reconcile sets the NodeClaim's Drifted condition from its NodePool and EC2NodeClass.
+func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	nc := &karpv1.NodeClaim{}
+	if err := c.kube.Get(ctx, req.NamespacedName, nc); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	// A NodeClaim not launched yet has no instance to compare; one being deleted is going.
+	if nc.DeletionTimestamp != nil || nc.Status.ProviderID == "" {
+		return reconcile.Result{}, nil
+	}
+	reason, message, err := c.drift(ctx, nc)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	before := nc.DeepCopy()
+	switch {
+	case reason != "":
+		nodeclaim.SetCondition(nc, karpv1.ConditionTypeDrifted, metav1.ConditionTrue, reason, message)
+	case meta.FindStatusCondition(nc.Status.Conditions, karpv1.ConditionTypeDrifted) != nil:
+		nodeclaim.SetCondition(nc, karpv1.ConditionTypeDrifted, metav1.ConditionFalse, ReasonNotDrifted, "")
+	}
+	if equality.Semantic.DeepEqual(before.Status, nc.Status) {
+		return reconcile.Result{}, nil
+	}
+	// Against the version read: conditions are patched as a whole list, and a stale copy
+	// must not undo what the lifecycle controller recorded since.
+	if err := c.kube.Status().Patch(ctx, nc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsConflict(err) {
+			return reconcile.Result{Requeue: true}, nil
+		}
+		return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("recording drift of NodeClaim %s: %w", nc.Name, err))
+	}
+	log.FromContext(ctx).Info("drift changed", "nodeClaim", nc.Name, "drifted", reason != "", "reason", reason, "message", message)
+	return reconcile.Result{}, nil
+}
+
+// drift returns why the NodeClaim drifted, or "" when it has not or cannot tell.
+func (c *Controller) drift(ctx context.Context, nc *karpv1.NodeClaim) (reason, message string, err error) {
+	np := &karpv1.NodePool{}
+	if err := c.kube.Get(ctx, client.ObjectKey{Name: nc.Labels[karpv1.NodePoolLabelKey]}, np); err != nil {
+		// Without its NodePool the NodeClaim has nothing to drift from.
+		return "", "", client.IgnoreNotFound(fmt.Errorf("getting NodePool of NodeClaim %s: %w", nc.Name, err))
+	}
+	if have, ok := nc.Annotations[karpv1.NodePoolHashAnnotationKey]; ok {
+		if want := provisioning.TemplateHash(np); have != want {
+			return ReasonNodePoolDrifted, fmt.Sprintf("NodePool %s template changed (hash %s, NodeClaim made from %s)", np.Name, want, have), nil
+		}
+	}
+	if nc.Spec.NodeClassRef == nil || nc.Status.ImageID == "" {
+		return "", "", nil
+	}
+	class := &awsv1.EC2NodeClass{}
+	if err := c.kube.Get(ctx, client.ObjectKey{Name: nc.Spec.NodeClassRef.Name}, class); err != nil {
+		return "", "", client.IgnoreNotFound(fmt.Errorf("getting EC2NodeClass of NodeClaim %s: %w", nc.Name, err))
+	}
+	// Until the class resolves AMIs there is nothing to compare with.
+	amis := amisFor(class.Status.AMIs, nc.Labels)
+	if len(class.Status.AMIs) > 0 && !slices.Contains(amis, nc.Status.ImageID) {
+		return ReasonAMIDrifted, fmt.Sprintf("AMI %s is not among the AMIs EC2NodeClass %s resolves to for this node %v", nc.Status.ImageID, class.Name, amis), nil
+	}
+	return "", "", nil
+}
+
+// amisFor returns the ids of the AMIs whose requirements (architecture, say) the node's
+// labels satisfy.
+func amisFor(amis []awsv1.AMI, labels map[string]string) []string {
+	var out []string
+	for _, ami := range amis {
+		serves := true
+		for _, r := range ami.Requirements {
+			serves = serves && requirements.MatchesOne(r.Key, r.Operator, r.Values, labels)
+		}
+		if serves {
+			out = append(out, ami.ID)
+		}
+	}
+	return out
+}

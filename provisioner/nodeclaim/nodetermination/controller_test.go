@@ -1,0 +1,235 @@
+package nodetermination
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
+	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/drain"
+	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/lifecycle"
+	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/termination"
+	"github.com/tailor-autoscaler/tailor/test/testenv"
+)
+
+var (
+	cfg  *rest.Config
+	kube client.Client
+)
+
+func TestMain(m *testing.M) {
+	log.SetLogger(logr.Discard())
+	os.Exit(testenv.Run(m, func(c *rest.Config) error {
+		cfg = c
+		var err error
+		kube, err = client.New(cfg, client.Options{Scheme: scheme()})
+		return err
+	}))
+}
+
+func scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, karpv1.AddToScheme, awsv1.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
+	}
+	return s
+}
+
+// cloud is an instance that is already gone when asked to terminate; it records what it
+// was asked and what was drained.
+type cloud struct {
+	mu         sync.Mutex
+	terminated []string
+	drained    []string
+}
+
+func (c *cloud) Delete(_ context.Context, nc *karpv1.NodeClaim) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.terminated = append(c.terminated, nc.Status.ProviderID)
+	return cloudprovider.NewNodeClaimNotFoundError(errors.New("terminated"))
+}
+
+func (c *cloud) Drain(_ context.Context, node string, _, _ time.Time) (drain.Result, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.drained = append(c.drained, node)
+	return drain.Result{}, nil
+}
+
+func (c *cloud) VolumesAttached(context.Context, string) ([]string, error) { return nil, nil }
+
+func (c *cloud) calls() (terminated, drained []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.terminated...), append([]string(nil), c.drained...)
+}
+
+// startControllers runs registration (lifecycle), this controller and termination in one
+// manager with the sidecar's indexes, until the test ends.
+func startControllers(t *testing.T, c *cloud) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:     scheme(),
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	idx := mgr.GetFieldIndexer()
+	if err := idx.IndexField(ctx, &corev1.Node{}, nodeclaim.NodeProviderIDIndex, nodeclaim.NodeProviderID); err != nil {
+		t.Fatal(err)
+	}
+	if err := idx.IndexField(ctx, &karpv1.NodeClaim{}, nodeclaim.NodeClaimProviderIDIndex, nodeclaim.NodeClaimProviderID); err != nil {
+		t.Fatal(err)
+	}
+	recorder := mgr.GetEventRecorderFor("tailor-provisioner")
+	clk := clocktesting.NewFakeClock(time.Now())
+	for _, r := range []interface{ Register(ctrl.Manager) error }{
+		lifecycle.NewController(mgr.GetClient(), nil, recorder, clk),
+		NewController(mgr.GetClient(), recorder),
+		termination.NewController(mgr.GetClient(), c, c, recorder, clk),
+	} {
+		if err := r.Register(mgr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+}
+
+// launched stores a NodeClaim whose instance runs as providerID, awaiting node name.
+func launched(t *testing.T, name, providerID, node string) *karpv1.NodeClaim {
+	t.Helper()
+	ctx := context.Background()
+	nc := &karpv1.NodeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Finalizers: []string{karpv1.TerminationFinalizer}},
+		Spec: karpv1.NodeClaimSpec{
+			Requirements: []karpv1.NodeSelectorRequirementWithMinValues{{Key: karpv1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{"spot"}}},
+			NodeClassRef: &karpv1.NodeClassReference{Group: awsv1.Group, Kind: "EC2NodeClass", Name: "default"},
+		},
+	}
+	if err := kube.Create(ctx, nc); err != nil {
+		t.Fatal(err)
+	}
+	nc.Status.ProviderID, nc.Status.NodeName = providerID, node
+	nodeclaim.SetCondition(nc, karpv1.ConditionTypeLaunched, metav1.ConditionTrue, lifecycle.ReasonLaunched, "")
+	if err := kube.Status().Update(ctx, nc); err != nil {
+		t.Fatal(err)
+	}
+	return nc
+}
+
+func joined(t *testing.T, name, providerID string, finalizers ...string) *corev1.Node {
+	t.Helper()
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Finalizers: finalizers},
+		Spec:       corev1.NodeSpec{ProviderID: providerID, Taints: []corev1.Taint{karpv1.UnregisteredNoExecuteTaint}},
+	}
+	if err := kube.Create(context.Background(), node); err != nil {
+		t.Fatal(err)
+	}
+	return node
+}
+
+func eventually(t *testing.T, what string, done func() bool) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		return done(), nil
+	}); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func gone(obj client.Object) func() bool {
+	return func() bool {
+		return apierrors.IsNotFound(kube.Get(context.Background(), client.ObjectKeyFromObject(obj), obj))
+	}
+}
+
+func TestDeletingANodeTerminatesItsNodeClaimThenTheNodeGoes(t *testing.T) {
+	c := &cloud{}
+	const providerID = "aws:///us-east-1a/i-0000000000000d001"
+	nc := launched(t, "delete-node", providerID, "ip-10-0-0-1.ec2.internal")
+	node := joined(t, "ip-10-0-0-1.ec2.internal", providerID)
+	startControllers(t, c)
+	ctx := context.Background()
+
+	eventually(t, "registration puts the termination finalizer on the node", func() bool {
+		return kube.Get(ctx, client.ObjectKeyFromObject(node), node) == nil && controllerutil.ContainsFinalizer(node, karpv1.TerminationFinalizer)
+	})
+	if err := kube.Delete(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the NodeClaim is terminated and released", gone(nc))
+	eventually(t, "the node is released and gone", gone(node))
+	terminated, drained := c.calls()
+	if diff := cmp.Diff([]string{providerID}, terminated); diff != "" {
+		t.Errorf("instances terminated (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{node.Name}, drained); diff != "" {
+		t.Errorf("nodes drained (-want +got):\n%s", diff)
+	}
+}
+
+func TestANodeWithoutNodeClaimIsReleasedAtOnce(t *testing.T) {
+	c := &cloud{}
+	node := joined(t, "ip-10-0-0-2.ec2.internal", "aws:///us-east-1a/i-0000000000000d002", karpv1.TerminationFinalizer)
+	startControllers(t, c)
+	if err := kube.Delete(context.Background(), node); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the node is released and gone", gone(node))
+	if terminated, drained := c.calls(); len(terminated)+len(drained) != 0 {
+		t.Errorf("terminated %v and drained %v for a node without NodeClaim", terminated, drained)
+	}
+}
+
+func TestANodeWhoseNodeClaimWentWithoutItIsReleased(t *testing.T) {
+	c := &cloud{}
+	const providerID = "aws:///us-east-1a/i-0000000000000d003"
+	node := joined(t, "ip-10-0-0-3.ec2.internal", providerID, karpv1.TerminationFinalizer)
+	// The NodeClaim names another node, so its termination does not touch this one.
+	nc := launched(t, "other-node", providerID, "ip-10-0-0-99.ec2.internal")
+	startControllers(t, c)
+	ctx := context.Background()
+	if err := kube.Delete(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the NodeClaim is terminated and released", gone(nc))
+	eventually(t, "the node is released once its NodeClaim is gone", gone(node))
+}

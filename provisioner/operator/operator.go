@@ -40,8 +40,11 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/metrics"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/drain"
+	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/drift"
+	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/expiration"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/garbagecollection"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/lifecycle"
+	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/nodetermination"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/termination"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclass"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodepool"
@@ -170,6 +173,9 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		interruptions,
 		lifecycle.NewController(mgr.GetClient(), provider, recorder, clk),
 		termination.NewController(mgr.GetClient(), provider, drain.New(mgr.GetClient(), cs), recorder, clk),
+		nodetermination.NewController(mgr.GetClient(), recorder),
+		expiration.NewController(mgr.GetClient(), recorder, clk),
+		drift.NewController(mgr.GetClient()),
 		nominations,
 		nodeclass.NewController(mgr.GetClient(), provider),
 		nodepool.NewController(mgr.GetClient(), recorder),

@@ -22,6 +22,7 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 	"github.com/tailor-autoscaler/tailor/provisioner/requirements"
 	"github.com/tailor-autoscaler/tailor/test/filtercheck"
+	"github.com/tailor-autoscaler/tailor/test/workloads"
 )
 
 // endState is the cluster a plan leads to once its nodes have registered: the input's
@@ -167,9 +168,9 @@ func accounted(t testing.TB, in packing.Input, plan packing.Plan) {
 // TestWorkloadsAgreeWithKubeScheduler plans the shared benchmark workloads with the full
 // catalog and checks every placement with kube-scheduler's filters.
 func TestWorkloadsAgreeWithKubeScheduler(t *testing.T) {
-	for _, shape := range shapes {
+	for _, shape := range workloads.Shapes {
 		t.Run(shape, func(t *testing.T) {
-			in := loadWorkload(t, shape, 1000)
+			in := workloads.Load(t, shape, 1000)
 			plan := packing.Solve(in)
 			accounted(t, in, plan)
 			if len(plan.Unschedulable) > 0 {

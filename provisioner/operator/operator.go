@@ -33,6 +33,7 @@ import (
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/batcher"
+	"github.com/tailor-autoscaler/tailor/provisioner/disruption"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws"
 	"github.com/tailor-autoscaler/tailor/provisioner/handoff"
 	"github.com/tailor-autoscaler/tailor/provisioner/interruption"
@@ -61,6 +62,10 @@ type Options struct {
 	// ClusterName, ClusterEndpoint, ClusterCABundle (base64 PEM) and ServiceCIDR describe
 	// the cluster nodes join. Endpoint and CA default to the kubeconfig's.
 	ClusterName, ClusterEndpoint, ClusterCABundle, ServiceCIDR string
+	// DisruptionInterval is the time between disruption passes; SpotToSpotSavings the least
+	// fraction of price a spot replacement of spot nodes must save.
+	DisruptionInterval time.Duration
+	SpotToSpotSavings  float64
 	// AWSEndpointURL overrides the endpoint of every AWS service (for a local endpoint).
 	AWSEndpointURL string
 	// VMMemoryOverheadPercent and ReservedENIs shape instance capacity.
@@ -158,6 +163,13 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return err
 	}
 	prov := provisioning.New(mgr.GetClient(), provider, tracker, batches, recorder)
+	disruptionOpts := disruption.ControllerOptions{
+		Options: disruption.DefaultOptions, Interval: opts.DisruptionInterval, MinNodeAge: opts.BatchMax, ReplacementTimeout: 10 * time.Minute,
+	}
+	disruptionOpts.SpotToSpotSavings = opts.SpotToSpotSavings
+	if err := mgr.Add(disruption.NewController(mgr.GetClient(), prov, prov, tracker, recorder, clk, disruptionOpts)); err != nil {
+		return fmt.Errorf("adding disruption: %w", err)
+	}
 	nominations := nomination.NewController(mgr.GetClient(), tracker, recorder)
 
 	gc, err := garbagecollection.NewController(mgr.GetClient(), provider, recorder, clk, opts.GarbageCollection)

@@ -1,0 +1,90 @@
+package disruption
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+)
+
+// defaultBudget applies to NodePools that set no budgets.
+var defaultBudget = karpv1.Budget{Nodes: "10%"}
+
+// cronParser reads budget schedules: five fields or a descriptor such as @daily, in UTC.
+var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// Allowed is how many more of a NodePool's nodes may be disrupted for reason now: the
+// smallest of its active budgets that cover the reason, less the nodes already being
+// disrupted. total is the NodePool's node count.
+func Allowed(np *karpv1.NodePool, reason karpv1.DisruptionReason, total, disrupting int, now time.Time) (int, error) {
+	budgets := np.Spec.Disruption.Budgets
+	if len(budgets) == 0 {
+		budgets = []karpv1.Budget{defaultBudget}
+	}
+	allowed := math.MaxInt
+	for i, b := range budgets {
+		if len(b.Reasons) > 0 && !slices.Contains(b.Reasons, reason) {
+			continue
+		}
+		active, err := activeAt(b, now)
+		if err != nil {
+			return 0, fmt.Errorf("NodePool %s spec.disruption.budgets[%d]: %w", np.Name, i, err)
+		}
+		if !active {
+			continue
+		}
+		n, err := nodes(b.Nodes, total)
+		if err != nil {
+			return 0, fmt.Errorf("NodePool %s spec.disruption.budgets[%d].nodes: %w", np.Name, i, err)
+		}
+		allowed = min(allowed, n)
+	}
+	if allowed == math.MaxInt {
+		// No budget covers the reason at this time: nothing limits it.
+		allowed = total
+	}
+	return max(0, allowed-disrupting), nil
+}
+
+// nodes reads a budget's node count: a number, or a percentage of total rounded up, as
+// Karpenter does (so 10% of 5 nodes is 1).
+func nodes(value string, total int) (int, error) {
+	if pct, ok := strings.CutSuffix(value, "%"); ok {
+		p, err := strconv.Atoi(pct)
+		if err != nil || p < 0 || p > 100 {
+			return 0, fmt.Errorf("%q is not a percentage from 0%% to 100%%", value)
+		}
+		return int(math.Ceil(float64(total) * float64(p) / 100)), nil
+	}
+	n, err := strconv.Atoi(value)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%q is neither a node count nor a percentage", value)
+	}
+	return n, nil
+}
+
+// activeAt reports whether a budget applies at t: always without a schedule, otherwise
+// within Duration of the schedule's latest time at or before t.
+func activeAt(b karpv1.Budget, t time.Time) (bool, error) {
+	if b.Schedule == nil {
+		return true, nil
+	}
+	if b.Duration == nil {
+		return false, fmt.Errorf("schedule %q has no duration; set both", *b.Schedule)
+	}
+	sched, err := cronParser.Parse(*b.Schedule)
+	if err != nil {
+		return false, fmt.Errorf("schedule %q: %w", *b.Schedule, err)
+	}
+	t = t.UTC()
+	// The latest activation at or before t is the first one after t-duration, if it is not
+	// after t.
+	next := sched.Next(t.Add(-b.Duration.Duration - time.Second))
+	return !next.After(t), nil
+}

@@ -1,0 +1,436 @@
+package disruption
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/metrics"
+	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
+	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
+	"github.com/tailor-autoscaler/tailor/provisioner/packing"
+)
+
+// Event reasons.
+const (
+	// ReasonDisrupting: the NodeClaim is being taken away, and why.
+	ReasonDisrupting = "Disrupting"
+	// ReasonDisruptionAborted: a replacement failed, the NodeClaim stays.
+	ReasonDisruptionAborted = "DisruptionAborted"
+)
+
+var (
+	decisionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "tailor", Subsystem: "disruption", Name: "decisions_total",
+		Help: "Disruption decisions carried out, by reason (Drifted, Empty, Underutilized) and action (delete, replace).",
+	}, []string{"reason", "action"})
+	savingsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "tailor", Subsystem: "disruption", Name: "savings_dollars_per_hour_total",
+		Help: "Hourly price saved by disruption decisions, summed over decisions, by reason.",
+	}, []string{"reason"})
+)
+
+func init() {
+	crmetrics.Registry.MustRegister(decisionsTotal, savingsTotal)
+}
+
+// ClusterReader is the planner's view of the whole cluster.
+type ClusterReader interface {
+	ClusterInput(ctx context.Context) (packing.Input, error)
+}
+
+// Launcher creates replacement NodeClaims.
+type Launcher interface {
+	Launch(ctx context.Context, planned packing.NewNodeClaim) (*karpv1.NodeClaim, error)
+}
+
+// Planned says which pods wait for a NodeClaim: its node must stay.
+type Planned interface {
+	PodsOf(nodeClaim string) []nomination.Pod
+}
+
+// ControllerOptions configure the controller.
+type ControllerOptions struct {
+	Options
+	// Interval between passes.
+	Interval time.Duration
+	// MinNodeAge protects nodes launched less than this ago (a provisioning batch window):
+	// pods planned onto them may still be on their way.
+	MinNodeAge time.Duration
+	// ReplacementTimeout abandons a replacement that has not initialized by then.
+	ReplacementTimeout time.Duration
+}
+
+// Controller disrupts nodes, one decision at a time, while it leads.
+type Controller struct {
+	kube     client.Client
+	cluster  ClusterReader
+	launcher Launcher
+	planned  Planned
+	recorder record.EventRecorder
+	clock    clock.Clock
+	opts     ControllerOptions
+
+	mu sync.Mutex
+	// stable tracks, per node, a digest of its pods and since when it has not changed.
+	stable map[string]stability
+	// pending is a replacement under way: its originals go once the replacements are up.
+	pending *command
+}
+
+type stability struct {
+	digest uint64
+	since  time.Time
+}
+
+// command is a decision being carried out.
+type command struct {
+	decision     Decision
+	replacements []string
+	started      time.Time
+}
+
+// NewController returns a Controller.
+func NewController(kube client.Client, cluster ClusterReader, launcher Launcher, planned Planned, recorder record.EventRecorder, clk clock.Clock, opts ControllerOptions) *Controller {
+	return &Controller{kube: kube, cluster: cluster, launcher: launcher, planned: planned, recorder: recorder, clock: clk, opts: opts, stable: map[string]stability{}}
+}
+
+// NeedLeaderElection: only the leader disrupts.
+func (c *Controller) NeedLeaderElection() bool { return true }
+
+// Start runs passes until ctx ends.
+func (c *Controller) Start(ctx context.Context) error {
+	logger := log.FromContext(ctx).WithName("disruption")
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.clock.After(c.opts.Interval):
+			if err := c.Pass(ctx); err != nil {
+				logger.Error(err, "disruption pass failed")
+			}
+		}
+	}
+}
+
+// Pass finishes the replacement under way, or else decides and starts the next disruption.
+func (c *Controller) Pass(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pending != nil {
+		return c.continuePending(ctx)
+	}
+	in, err := c.cluster.ClusterInput(ctx)
+	if err != nil {
+		return err
+	}
+	cluster, budget, err := c.view(ctx, in)
+	if err != nil {
+		return err
+	}
+	d, ok := Decide(cluster, budget, c.opts.Options)
+	if !ok {
+		return nil
+	}
+	return c.execute(ctx, d)
+}
+
+// view turns the planner's input into candidates and budgets.
+func (c *Controller) view(ctx context.Context, in packing.Input) (Cluster, Budget, error) {
+	now := c.clock.Now()
+	claims := &karpv1.NodeClaimList{}
+	if err := c.kube.List(ctx, claims); err != nil {
+		return Cluster{}, nil, fmt.Errorf("listing NodeClaims: %w", err)
+	}
+	total, disrupting := map[string]int{}, map[string]int{}
+	for i := range claims.Items {
+		pool := claims.Items[i].Labels[karpv1.NodePoolLabelKey]
+		total[pool]++
+		if claims.Items[i].DeletionTimestamp != nil {
+			disrupting[pool]++
+		}
+	}
+	pools := map[string]*packing.NodePool{}
+	for i := range in.NodePools {
+		pools[in.NodePools[i].NodePool.Name] = &in.NodePools[i]
+	}
+	cluster := Cluster{Nodes: in.Nodes, NodePools: in.NodePools, DaemonSets: in.DaemonSets, Volumes: in.Volumes}
+	seen := map[string]bool{}
+	for _, n := range in.Nodes {
+		seen[n.Node.Name] = true
+		cand, ok := c.candidate(n, pools, now)
+		if ok {
+			cluster.Candidates = append(cluster.Candidates, cand)
+		}
+	}
+	for name := range c.stable {
+		if !seen[name] {
+			delete(c.stable, name)
+		}
+	}
+	var budgetErr error
+	budget := func(pool string, reason karpv1.DisruptionReason) int {
+		np, ok := pools[pool]
+		if !ok {
+			return 0
+		}
+		n, err := Allowed(np.NodePool, reason, total[pool], disrupting[pool], now)
+		if err != nil {
+			budgetErr = errors.Join(budgetErr, err)
+			return 0
+		}
+		return n
+	}
+	if budgetErr != nil {
+		log.FromContext(ctx).Error(budgetErr, "reading disruption budgets; those NodePools are not disrupted")
+	}
+	return cluster, budget, nil
+}
+
+// candidate decides whether a node may be disrupted at all, and how.
+func (c *Controller) candidate(n packing.Node, pools map[string]*packing.NodePool, now time.Time) (Candidate, bool) {
+	nc := n.NodeClaim
+	if nc == nil || nc.DeletionTimestamp != nil || !nodeclaim.IsTrue(nc, karpv1.ConditionTypeInitialized) || !n.Schedulable {
+		return Candidate{}, false
+	}
+	pool, ok := pools[nc.Labels[karpv1.NodePoolLabelKey]]
+	if !ok || now.Sub(nc.CreationTimestamp.Time) < c.opts.MinNodeAge {
+		return Candidate{}, false
+	}
+	if n.Node.Annotations[karpv1.DoNotDisruptAnnotationKey] == "true" || len(c.planned.PodsOf(nc.Name)) > 0 {
+		return Candidate{}, false
+	}
+	cand := Candidate{
+		Node: n.Node.Name, NodeClaim: nc.Name, NodePool: pool.NodePool.Name,
+		CapacityType: n.Node.Labels[karpv1.CapacityTypeLabelKey],
+		Price:        offeringPrice(pool, n.Node.Labels),
+		Drifted:      nodeclaim.IsTrue(nc, karpv1.ConditionTypeDrifted),
+	}
+	digest := fnv.New64a()
+	for _, p := range n.Pods {
+		if p.Annotations[karpv1.DoNotDisruptAnnotationKey] == "true" {
+			return Candidate{}, false
+		}
+		if movable(p) {
+			cand.Pods = append(cand.Pods, p)
+			_, _ = digest.Write([]byte(p.Namespace + "/" + p.Name + "/" + string(p.UID) + ";"))
+		}
+	}
+	st, ok := c.stable[cand.Node]
+	if !ok || st.digest != digest.Sum64() {
+		st = stability{digest: digest.Sum64(), since: now}
+		c.stable[cand.Node] = st
+	}
+	disruption := pool.NodePool.Spec.Disruption
+	if after := disruption.ConsolidateAfter.Duration; after != nil && now.Sub(st.since) >= *after {
+		cand.MayRemoveEmpty = true
+		cand.MayConsolidate = disruption.ConsolidationPolicy != karpv1.ConsolidationPolicyWhenEmpty
+	}
+	return cand, true
+}
+
+// movable reports whether a pod must find another node when its node goes: not a DaemonSet
+// pod, not a mirror pod, not finished.
+func movable(p *corev1.Pod) bool {
+	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.DeletionTimestamp != nil {
+		return false
+	}
+	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+		return false
+	}
+	for _, o := range p.OwnerReferences {
+		if o.Controller != nil && *o.Controller && o.Kind == "DaemonSet" {
+			return false
+		}
+	}
+	return true
+}
+
+// offeringPrice is the hourly price of the offering a node runs on; zero when unknown.
+func offeringPrice(pool *packing.NodePool, labels map[string]string) float64 {
+	for _, it := range pool.InstanceTypes {
+		if it.Name != labels[corev1.LabelInstanceTypeStable] {
+			continue
+		}
+		for _, o := range it.Offerings {
+			if o.Zone == labels[corev1.LabelTopologyZone] && o.CapacityType == labels[karpv1.CapacityTypeLabelKey] {
+				return o.Price
+			}
+		}
+	}
+	return 0
+}
+
+// execute starts a decision: the originals are cordoned at once so nothing new lands on
+// them; without replacements they are deleted now, otherwise once the replacements are up.
+func (c *Controller) execute(ctx context.Context, d Decision) error {
+	logger := log.FromContext(ctx)
+	action := "delete"
+	if len(d.Replacements) > 0 {
+		action = "replace"
+	}
+	for _, o := range d.Originals {
+		if err := c.cordon(ctx, o.Node); err != nil {
+			return err
+		}
+	}
+	decisionsTotal.WithLabelValues(string(d.Reason), action).Inc()
+	logger.Info("disrupting", "reason", d.Reason, "action", action, "nodes", nodeNames(d.Originals), "replacements", len(d.Replacements), "savingsPerHour", d.Savings)
+	if len(d.Replacements) == 0 {
+		return c.deleteOriginals(ctx, d)
+	}
+	cmd := &command{decision: d, started: c.clock.Now()}
+	for _, r := range d.Replacements {
+		nc, err := c.launcher.Launch(ctx, r)
+		if err != nil {
+			c.pending = cmd
+			return c.abort(ctx, fmt.Sprintf("launching a replacement failed: %v", err))
+		}
+		cmd.replacements = append(cmd.replacements, nc.Name)
+	}
+	c.pending = cmd
+	return nil
+}
+
+// continuePending deletes the originals once every replacement is initialized, and gives
+// up when one is gone or too slow.
+func (c *Controller) continuePending(ctx context.Context) error {
+	cmd := c.pending
+	for _, name := range cmd.replacements {
+		nc := &karpv1.NodeClaim{}
+		if err := c.kube.Get(ctx, client.ObjectKey{Name: name}, nc); err != nil {
+			if client.IgnoreNotFound(err) == nil {
+				return c.abort(ctx, fmt.Sprintf("replacement %s is gone", name))
+			}
+			return err
+		}
+		if nc.DeletionTimestamp != nil {
+			return c.abort(ctx, fmt.Sprintf("replacement %s is being deleted", name))
+		}
+		if !nodeclaim.IsTrue(nc, karpv1.ConditionTypeInitialized) {
+			if c.clock.Since(cmd.started) > c.opts.ReplacementTimeout {
+				return c.abort(ctx, fmt.Sprintf("replacement %s did not initialize within %s", name, c.opts.ReplacementTimeout))
+			}
+			return nil
+		}
+	}
+	c.pending = nil
+	return c.deleteOriginals(ctx, cmd.decision)
+}
+
+// abort lifts the cordon of the originals; the replacements left, if any, are empty nodes
+// emptiness removes later.
+func (c *Controller) abort(ctx context.Context, why string) error {
+	cmd := c.pending
+	c.pending = nil
+	for _, o := range cmd.decision.Originals {
+		if err := c.uncordon(ctx, o.Node); err != nil {
+			return err
+		}
+		c.event(ctx, o.NodeClaim, corev1.EventTypeWarning, ReasonDisruptionAborted, why)
+	}
+	log.FromContext(ctx).Info("disruption aborted", "reason", why, "nodes", nodeNames(cmd.decision.Originals))
+	return nil
+}
+
+// deleteOriginals deletes the NodeClaims of the originals: termination drains them.
+func (c *Controller) deleteOriginals(ctx context.Context, d Decision) error {
+	savingsTotal.WithLabelValues(string(d.Reason)).Add(d.Savings)
+	for _, o := range d.Originals {
+		nc := &karpv1.NodeClaim{}
+		if err := c.kube.Get(ctx, client.ObjectKey{Name: o.NodeClaim}, nc); err != nil {
+			if client.IgnoreNotFound(err) == nil {
+				continue
+			}
+			return err
+		}
+		c.recorder.Eventf(nc, corev1.EventTypeNormal, ReasonDisrupting, "%s: %s; saves $%.4f/hour", d.Reason, describe(d), d.Savings)
+		if err := c.kube.Delete(ctx, nc); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting NodeClaim %s: %w", nc.Name, err)
+		}
+		metrics.NodeClaimsDisrupted.WithLabelValues(o.NodePool, string(d.Reason)).Inc()
+	}
+	return nil
+}
+
+func (c *Controller) event(ctx context.Context, nodeClaim, kind, reason, msg string) {
+	nc := &karpv1.NodeClaim{}
+	if err := c.kube.Get(ctx, client.ObjectKey{Name: nodeClaim}, nc); err == nil {
+		c.recorder.Event(nc, kind, reason, msg)
+	}
+}
+
+// describe says what a decision does, for events.
+func describe(d Decision) string {
+	nodes := strings.Join(nodeNames(d.Originals), ", ")
+	if len(d.Replacements) == 0 {
+		return fmt.Sprintf("removing %s; its pods fit on other nodes", nodes)
+	}
+	types := make([]string, len(d.Replacements))
+	for i, r := range d.Replacements {
+		types[i] = r.Cheapest.CapacityType + " " + r.Cheapest.InstanceType
+	}
+	return fmt.Sprintf("replacing %s with %s", nodes, strings.Join(types, ", "))
+}
+
+func nodeNames(cands []Candidate) []string {
+	out := make([]string, len(cands))
+	for i, c := range cands {
+		out[i] = c.Node
+	}
+	sort.Strings(out)
+	return out
+}
+
+// cordon taints a node for disruption; uncordon lifts it.
+func (c *Controller) cordon(ctx context.Context, name string) error {
+	return c.patchTaint(ctx, name, true)
+}
+
+func (c *Controller) uncordon(ctx context.Context, name string) error {
+	return c.patchTaint(ctx, name, false)
+}
+
+func (c *Controller) patchTaint(ctx context.Context, name string, add bool) error {
+	node := &corev1.Node{}
+	if err := c.kube.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	patch := client.MergeFrom(node.DeepCopy())
+	var taints []corev1.Taint
+	has := false
+	for _, t := range node.Spec.Taints {
+		if t.MatchTaint(&karpv1.DisruptedNoScheduleTaint) {
+			has = true
+			if !add {
+				continue
+			}
+		}
+		taints = append(taints, t)
+	}
+	if add == has {
+		return nil
+	}
+	if add {
+		taints = append(taints, karpv1.DisruptedNoScheduleTaint)
+	}
+	node.Spec.Taints = taints
+	if err := c.kube.Patch(ctx, node, patch); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("tainting node %s: %w", name, err)
+	}
+	return nil
+}

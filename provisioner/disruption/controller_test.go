@@ -1,0 +1,279 @@
+package disruption
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
+	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
+	"github.com/tailor-autoscaler/tailor/provisioner/packing"
+	"github.com/tailor-autoscaler/tailor/test/testenv"
+)
+
+var kube client.Client
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Run(m, func(cfg *rest.Config) error {
+		s := runtime.NewScheme()
+		if err := clientgoscheme.AddToScheme(s); err != nil {
+			return err
+		}
+		if err := karpv1.AddToScheme(s); err != nil {
+			return err
+		}
+		var err error
+		kube, err = client.New(cfg, client.Options{Scheme: s})
+		return err
+	}))
+}
+
+// instanceType is a machine of cpu cores and 4Gi per core at an on-demand price in one zone.
+func instanceType(name string, cpu int64, price float64) *cloudprovider.InstanceType {
+	return &cloudprovider.InstanceType{
+		Name: name,
+		Labels: map[string]string{
+			corev1.LabelInstanceTypeStable: name, corev1.LabelArchStable: "amd64", corev1.LabelOSStable: "linux",
+		},
+		Capacity: corev1.ResourceList{
+			corev1.ResourceCPU: *resource.NewQuantity(cpu, resource.DecimalSI), corev1.ResourceMemory: *resource.NewQuantity(cpu*4<<30, resource.BinarySI),
+			corev1.ResourcePods: resource.MustParse("110"),
+		},
+		Offerings: []cloudprovider.Offering{{Zone: "us-east-1a", CapacityType: karpv1.CapacityTypeOnDemand, Price: price, Available: true}},
+	}
+}
+
+// fixture is a cluster of NodeClaims and Nodes on a real API server, seen by the controller
+// through a ClusterReader built from them, with replacements launched as NodeClaims.
+type fixture struct {
+	t        *testing.T
+	ctx      context.Context
+	prefix   string
+	pool     *karpv1.NodePool
+	types    []*cloudprovider.InstanceType
+	pods     map[string][]*corev1.Pod
+	clock    *clocktesting.FakeClock
+	launched int
+	ctrl     *Controller
+}
+
+func newFixture(t *testing.T, name string) *fixture {
+	f := &fixture{t: t, ctx: context.Background(), prefix: name, pods: map[string][]*corev1.Pod{},
+		clock: clocktesting.NewFakeClock(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)),
+		types: []*cloudprovider.InstanceType{instanceType("big.2xlarge", 8, 1.0), instanceType("small.xlarge", 4, 0.2)},
+	}
+	f.pool = &karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	f.pool.Spec.Template.Spec.NodeClassRef = &karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"}
+	f.pool.Spec.Template.Spec.Requirements = []karpv1.NodeSelectorRequirementWithMinValues{{Key: corev1.LabelOSStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"linux"}}}
+	f.pool.Spec.Disruption.ConsolidateAfter = karpv1.MustParseNillableDuration("0s")
+	f.pool.Spec.Disruption.Budgets = []karpv1.Budget{{Nodes: "100%"}}
+	if err := kube.Create(f.ctx, f.pool); err != nil {
+		t.Fatal(err)
+	}
+	f.ctrl = NewController(kube, f, f, f, record.NewFakeRecorder(100), f.clock, ControllerOptions{Options: DefaultOptions, Interval: time.Second, ReplacementTimeout: time.Minute})
+	return f
+}
+
+// node creates an initialized NodeClaim of the instance type and its Node, with pods of
+// the given CPU requests.
+func (f *fixture) node(name, instanceType string, podCPU ...string) {
+	f.t.Helper()
+	full := f.prefix + "-" + name
+	labels := map[string]string{
+		karpv1.NodePoolLabelKey: f.pool.Name, corev1.LabelInstanceTypeStable: instanceType,
+		corev1.LabelTopologyZone: "us-east-1a", karpv1.CapacityTypeLabelKey: karpv1.CapacityTypeOnDemand,
+		corev1.LabelHostname: full, corev1.LabelArchStable: "amd64", corev1.LabelOSStable: "linux",
+	}
+	nc := &karpv1.NodeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: full, Labels: labels},
+		Spec:       karpv1.NodeClaimSpec{NodeClassRef: f.pool.Spec.Template.Spec.NodeClassRef, Requirements: f.pool.Spec.Template.Spec.Requirements},
+	}
+	if err := kube.Create(f.ctx, nc); err != nil {
+		f.t.Fatal(err)
+	}
+	nc.Status.NodeName, nc.Status.ProviderID = full, "aws:///us-east-1a/i-"+full
+	nodeclaim.SetCondition(nc, karpv1.ConditionTypeInitialized, metav1.ConditionTrue, "Initialized", "")
+	if err := kube.Status().Update(f.ctx, nc); err != nil {
+		f.t.Fatal(err)
+	}
+	var it *cloudprovider.InstanceType
+	for _, candidate := range f.types {
+		if candidate.Name == instanceType {
+			it = candidate
+		}
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: full, Labels: labels}, Spec: corev1.NodeSpec{ProviderID: nc.Status.ProviderID}}
+	if err := kube.Create(f.ctx, node); err != nil {
+		f.t.Fatal(err)
+	}
+	node.Status.Allocatable = it.Allocatable()
+	if err := kube.Status().Update(f.ctx, node); err != nil {
+		f.t.Fatal(err)
+	}
+	for i, cpu := range podCPU {
+		f.pods[full] = append(f.pods[full], &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("%s-pod-%d", full, i), UID: types.UID(fmt.Sprint("uid-", full, i))},
+			Spec: corev1.PodSpec{NodeName: full, Containers: []corev1.Container{{Name: "app", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("1Gi")},
+			}}}},
+		})
+	}
+}
+
+// ClusterInput builds the planner's view from the API server's NodeClaims and Nodes.
+func (f *fixture) ClusterInput(ctx context.Context) (packing.Input, error) {
+	in := packing.Input{NodePools: []packing.NodePool{{NodePool: f.pool, InstanceTypes: f.types}}}
+	claims := &karpv1.NodeClaimList{}
+	if err := kube.List(ctx, claims, client.MatchingLabels{karpv1.NodePoolLabelKey: f.pool.Name}); err != nil {
+		return in, err
+	}
+	for i := range claims.Items {
+		nc := &claims.Items[i]
+		node := &corev1.Node{}
+		if err := kube.Get(ctx, client.ObjectKey{Name: nc.Status.NodeName}, node); err != nil {
+			continue
+		}
+		schedulable := nc.DeletionTimestamp == nil
+		for _, t := range node.Spec.Taints {
+			if t.MatchTaint(&karpv1.DisruptedNoScheduleTaint) {
+				schedulable = false
+			}
+		}
+		in.Nodes = append(in.Nodes, packing.Node{Node: node, NodeClaim: nc, Pods: f.pods[node.Name], Schedulable: schedulable})
+	}
+	return in, nil
+}
+
+// Launch creates the replacement's NodeClaim.
+func (f *fixture) Launch(ctx context.Context, planned packing.NewNodeClaim) (*karpv1.NodeClaim, error) {
+	f.launched++
+	nc := &karpv1.NodeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-replacement-%d", f.prefix, f.launched), Labels: map[string]string{"replaces": f.prefix}},
+		Spec:       karpv1.NodeClaimSpec{NodeClassRef: f.pool.Spec.Template.Spec.NodeClassRef, Requirements: planned.Requirements},
+	}
+	return nc, kube.Create(ctx, nc)
+}
+
+// PodsOf: no pods wait for the fixture's NodeClaims.
+func (f *fixture) PodsOf(string) []nomination.Pod { return nil }
+
+// state says, per node of the fixture, whether its NodeClaim is gone or going and whether it
+// is cordoned.
+func (f *fixture) state(names ...string) map[string]string {
+	f.t.Helper()
+	out := map[string]string{}
+	for _, name := range names {
+		full := f.prefix + "-" + name
+		nc := &karpv1.NodeClaim{}
+		node := &corev1.Node{}
+		if err := kube.Get(f.ctx, client.ObjectKey{Name: full}, node); err != nil {
+			f.t.Fatal(err)
+		}
+		cordoned := false
+		for _, t := range node.Spec.Taints {
+			cordoned = cordoned || t.MatchTaint(&karpv1.DisruptedNoScheduleTaint)
+		}
+		err := kube.Get(f.ctx, client.ObjectKey{Name: full}, nc)
+		switch {
+		case client.IgnoreNotFound(err) != nil:
+			f.t.Fatal(err)
+		case err != nil || nc.DeletionTimestamp != nil:
+			out[name] = "deleted"
+		case cordoned:
+			out[name] = "cordoned"
+		default:
+			out[name] = "kept"
+		}
+	}
+	return out
+}
+
+func (f *fixture) pass() {
+	f.t.Helper()
+	if err := f.ctrl.Pass(f.ctx); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func TestEmptyNodeIsRemovedAndDoNotDisruptHolds(t *testing.T) {
+	f := newFixture(t, "empty")
+	f.node("idle", "small.xlarge")
+	f.node("pinned", "small.xlarge", "100m")
+	f.pods[f.prefix+"-pinned"][0].Annotations = map[string]string{karpv1.DoNotDisruptAnnotationKey: "true"}
+	f.pass()
+	if diff := cmp.Diff(map[string]string{"idle": "deleted", "pinned": "kept"}, f.state("idle", "pinned")); diff != "" {
+		t.Errorf("after a pass (-want +got):\n%s", diff)
+	}
+}
+
+func TestUnderusedNodesAreReplacedOnceTheReplacementIsUp(t *testing.T) {
+	f := newFixture(t, "replace")
+	f.node("a", "big.2xlarge", "1")
+	f.node("b", "big.2xlarge", "1")
+	f.pass()
+	if diff := cmp.Diff(map[string]string{"a": "cordoned", "b": "cordoned"}, f.state("a", "b")); diff != "" {
+		t.Fatalf("after the decision (-want +got):\n%s", diff)
+	}
+	if f.launched != 1 {
+		t.Fatalf("launched %d replacements, want 1 small node for both", f.launched)
+	}
+	f.pass()
+	if diff := cmp.Diff(map[string]string{"a": "cordoned", "b": "cordoned"}, f.state("a", "b")); diff != "" {
+		t.Fatalf("while the replacement is not initialized (-want +got):\n%s", diff)
+	}
+	replacement := &karpv1.NodeClaim{}
+	if err := kube.Get(f.ctx, client.ObjectKey{Name: f.prefix + "-replacement-1"}, replacement); err != nil {
+		t.Fatal(err)
+	}
+	nodeclaim.SetCondition(replacement, karpv1.ConditionTypeInitialized, metav1.ConditionTrue, "Initialized", "")
+	if err := kube.Status().Update(f.ctx, replacement); err != nil {
+		t.Fatal(err)
+	}
+	f.pass()
+	if diff := cmp.Diff(map[string]string{"a": "deleted", "b": "deleted"}, f.state("a", "b")); diff != "" {
+		t.Errorf("once the replacement is up (-want +got):\n%s", diff)
+	}
+}
+
+func TestAFailedReplacementLeavesTheNodesInPlace(t *testing.T) {
+	f := newFixture(t, "abort")
+	f.node("a", "big.2xlarge", "1")
+	f.node("b", "big.2xlarge", "1")
+	f.pass()
+	if err := kube.Delete(f.ctx, &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: f.prefix + "-replacement-1"}}); err != nil {
+		t.Fatal(err)
+	}
+	f.pass()
+	if diff := cmp.Diff(map[string]string{"a": "kept", "b": "kept"}, f.state("a", "b")); diff != "" {
+		t.Errorf("after the replacement failed (-want +got):\n%s", diff)
+	}
+}
+
+func TestBudgetOfZeroDisruptsNothing(t *testing.T) {
+	f := newFixture(t, "frozen")
+	f.pool.Spec.Disruption.Budgets = []karpv1.Budget{{Nodes: "0"}}
+	if err := kube.Update(f.ctx, f.pool); err != nil {
+		t.Fatal(err)
+	}
+	f.node("idle", "small.xlarge")
+	f.pass()
+	if diff := cmp.Diff(map[string]string{"idle": "kept"}, f.state("idle")); diff != "" {
+		t.Errorf("after a pass (-want +got):\n%s", diff)
+	}
+}

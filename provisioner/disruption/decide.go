@@ -1,0 +1,296 @@
+// Package disruption takes capacity away, voluntarily and safely: it replaces drifted
+// nodes, removes empty ones and consolidates underutilized ones, deleting a node whose pods
+// fit elsewhere or replacing several nodes by a cheaper one. Decisions are made with the
+// planner that provisions (package packing), so pods really fit where a decision says, and
+// within the NodePools' disruption budgets.
+package disruption
+
+import (
+	"sort"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
+
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/packing"
+)
+
+// Candidate is a node voluntary disruption may take away.
+type Candidate struct {
+	// Node is the node name; NodeClaim and NodePool name what it belongs to.
+	Node, NodeClaim, NodePool string
+	// Price is its offering's hourly price; CapacityType is spot or on-demand.
+	Price        float64
+	CapacityType string
+	// Pods must move elsewhere when the node goes: the node's pods but DaemonSet, mirror
+	// and finished ones.
+	Pods []*corev1.Pod
+	// Drifted is set when the node no longer matches its NodePool or node class.
+	Drifted bool
+	// MayRemoveEmpty and MayConsolidate say what the NodePool's consolidation policy and
+	// consolidateAfter allow now: removing the node once empty (WhenEmpty and
+	// WhenEmptyOrUnderutilized), and consolidating it while pods run on it
+	// (WhenEmptyOrUnderutilized).
+	MayRemoveEmpty, MayConsolidate bool
+}
+
+// Cluster is what a decision is made on.
+type Cluster struct {
+	// Nodes are every node and NodeClaim, candidates included, each with all its pods;
+	// those Schedulable may take the pods of nodes taken away.
+	Nodes []packing.Node
+	// NodePools may launch replacements, whose capacity the DaemonSets share.
+	NodePools  []packing.NodePool
+	DaemonSets []*appsv1.DaemonSet
+	Volumes    packing.Volumes
+	// Candidates in no particular order.
+	Candidates []Candidate
+}
+
+// Decision is one disruption to carry out.
+type Decision struct {
+	Reason karpv1.DisruptionReason
+	// Originals are the nodes to take away; Replacements are launched (and initialized)
+	// first.
+	Originals    []Candidate
+	Replacements []packing.NewNodeClaim
+	// Placements are where the plan expects the originals' pods on remaining nodes.
+	Placements []packing.Placement
+	// Savings is the hourly price saved: the originals' less the replacements'.
+	Savings float64
+}
+
+// Options tune decisions.
+type Options struct {
+	// SpotToSpotSavings is the least fraction of price a spot replacement of spot nodes
+	// must save, so that consolidation does not churn spot capacity for pennies.
+	SpotToSpotSavings float64
+	// MaxMultiNode caps the nodes one consolidation takes away together.
+	MaxMultiNode int
+	// MaxSingleNode caps the single-node consolidations tried in one decision.
+	MaxSingleNode int
+}
+
+// DefaultOptions are the defaults of the sidecar's flags.
+var DefaultOptions = Options{SpotToSpotSavings: 0.2, MaxMultiNode: 100, MaxSingleNode: 100}
+
+// Budget says how many more nodes of a NodePool may be disrupted for a reason.
+type Budget func(nodePool string, reason karpv1.DisruptionReason) int
+
+// Decide returns the next disruption: a drifted node replaced, empty nodes deleted, or an
+// underutilized set of nodes consolidated, in that order; false when there is none.
+func Decide(c Cluster, budget Budget, opts Options) (Decision, bool) {
+	if d, ok := drift(c, budget); ok {
+		return d, true
+	}
+	if d, ok := empty(c, budget); ok {
+		return d, true
+	}
+	var candidates []Candidate
+	for _, cand := range c.Candidates {
+		if cand.MayConsolidate && !cand.Drifted && len(cand.Pods) > 0 {
+			candidates = append(candidates, cand)
+		}
+	}
+	// Least used first (the least to move for the most capacity freed), then the dearest
+	// node (the most to save).
+	sort.SliceStable(candidates, func(i, j int) bool {
+		ui, uj := utilization(c, candidates[i]), utilization(c, candidates[j])
+		if ui != uj {
+			return ui < uj
+		}
+		if candidates[i].Price != candidates[j].Price {
+			return candidates[i].Price > candidates[j].Price
+		}
+		return candidates[i].Node < candidates[j].Node
+	})
+	within := withinBudget(candidates, karpv1.DisruptionReasonUnderutilized, budget, opts.MaxMultiNode)
+	if d, ok := multiNode(c, within, opts); ok {
+		return d, true
+	}
+	for i, cand := range within {
+		if i == opts.MaxSingleNode {
+			break
+		}
+		if d, ok := consolidate(c, []Candidate{cand}, opts); ok {
+			return d, true
+		}
+	}
+	return Decision{}, false
+}
+
+// drift replaces the first drifted node the budget allows: its pods go to other nodes or to
+// replacements, whatever they cost.
+func drift(c Cluster, budget Budget) (Decision, bool) {
+	var drifted []Candidate
+	for _, cand := range c.Candidates {
+		if cand.Drifted {
+			drifted = append(drifted, cand)
+		}
+	}
+	sort.Slice(drifted, func(i, j int) bool { return drifted[i].Node < drifted[j].Node })
+	for _, cand := range withinBudget(drifted, karpv1.DisruptionReasonDrifted, budget, 1) {
+		plan, ok := simulate(c, []Candidate{cand})
+		if !ok {
+			continue
+		}
+		return Decision{
+			Reason: karpv1.DisruptionReasonDrifted, Originals: []Candidate{cand},
+			Replacements: plan.NewNodeClaims, Placements: plan.Existing,
+			Savings: cand.Price - price(plan.NewNodeClaims),
+		}, true
+	}
+	return Decision{}, false
+}
+
+// empty deletes every empty consolidatable node the budgets allow.
+func empty(c Cluster, budget Budget) (Decision, bool) {
+	var empties []Candidate
+	for _, cand := range c.Candidates {
+		if cand.MayRemoveEmpty && !cand.Drifted && len(cand.Pods) == 0 {
+			empties = append(empties, cand)
+		}
+	}
+	sort.Slice(empties, func(i, j int) bool { return empties[i].Node < empties[j].Node })
+	empties = withinBudget(empties, karpv1.DisruptionReasonEmpty, budget, len(empties))
+	if len(empties) == 0 {
+		return Decision{}, false
+	}
+	d := Decision{Reason: karpv1.DisruptionReasonEmpty, Originals: empties}
+	for _, e := range empties {
+		d.Savings += e.Price
+	}
+	return d, true
+}
+
+// withinBudget keeps candidates, in order, while their NodePool's budget lasts, at most max.
+func withinBudget(candidates []Candidate, reason karpv1.DisruptionReason, budget Budget, max int) []Candidate {
+	left := map[string]int{}
+	var out []Candidate
+	for _, cand := range candidates {
+		if len(out) == max {
+			break
+		}
+		n, seen := left[cand.NodePool]
+		if !seen {
+			n = budget(cand.NodePool, reason)
+		}
+		if n <= 0 {
+			left[cand.NodePool] = 0
+			continue
+		}
+		left[cand.NodePool] = n - 1
+		out = append(out, cand)
+	}
+	return out
+}
+
+// multiNode finds the longest prefix of candidates (two or more) that consolidates, by
+// binary search on its length.
+func multiNode(c Cluster, candidates []Candidate, opts Options) (Decision, bool) {
+	var best Decision
+	found := false
+	lo, hi := 2, len(candidates)
+	for lo <= hi {
+		mid := (lo + hi) / 2
+		if d, ok := consolidate(c, candidates[:mid], opts); ok {
+			best, found = d, true
+			lo = mid + 1
+		} else {
+			hi = mid - 1
+		}
+	}
+	return best, found
+}
+
+// consolidate checks whether taking the nodes away saves money: their pods fit on the
+// other nodes, or on those plus fewer replacements (one for a single node) that cost less
+// than the nodes taken away.
+func consolidate(c Cluster, nodes []Candidate, opts Options) (Decision, bool) {
+	plan, ok := simulate(c, nodes)
+	if !ok || len(plan.NewNodeClaims) > max(1, len(nodes)-1) {
+		return Decision{}, false
+	}
+	was, allSpot := 0.0, true
+	for _, n := range nodes {
+		was += n.Price
+		allSpot = allSpot && n.CapacityType == karpv1.CapacityTypeSpot
+	}
+	now := price(plan.NewNodeClaims)
+	if now >= was {
+		return Decision{}, false
+	}
+	if len(plan.NewNodeClaims) > 0 && allSpot && allSpotClaims(plan.NewNodeClaims) && now > was*(1-opts.SpotToSpotSavings) {
+		return Decision{}, false
+	}
+	return Decision{
+		Reason: karpv1.DisruptionReasonUnderutilized, Originals: nodes,
+		Replacements: plan.NewNodeClaims, Placements: plan.Existing, Savings: was - now,
+	}, true
+}
+
+// simulate plans the pods of the nodes taken away onto the rest of the cluster and new
+// NodeClaims; false when some pod would have nowhere to go.
+func simulate(c Cluster, gone []Candidate) (packing.Plan, bool) {
+	away := map[string]bool{}
+	in := packing.Input{NodePools: c.NodePools, DaemonSets: c.DaemonSets, Volumes: c.Volumes}
+	for _, g := range gone {
+		away[g.Node] = true
+		for _, p := range g.Pods {
+			pending := p.DeepCopy()
+			pending.Spec.NodeName = ""
+			in.Pods = append(in.Pods, pending)
+		}
+	}
+	for _, n := range c.Nodes {
+		if !away[n.Node.Name] {
+			in.Nodes = append(in.Nodes, n)
+		}
+	}
+	plan := packing.Solve(in)
+	return plan, len(plan.Unschedulable) == 0
+}
+
+// utilization is the larger of the CPU and memory share of the node its movable pods
+// request.
+func utilization(c Cluster, cand Candidate) float64 {
+	var alloc corev1.ResourceList
+	for _, n := range c.Nodes {
+		if n.Node.Name == cand.Node {
+			alloc = n.Node.Status.Allocatable
+			break
+		}
+	}
+	share := 0.0
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		total := alloc[name]
+		if total.IsZero() {
+			continue
+		}
+		used := 0.0
+		for _, p := range cand.Pods {
+			q := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})[name]
+			used += q.AsApproximateFloat64()
+		}
+		share = max(share, used/total.AsApproximateFloat64())
+	}
+	return share
+}
+
+func allSpotClaims(ncs []packing.NewNodeClaim) bool {
+	for _, nc := range ncs {
+		if nc.Cheapest.CapacityType != karpv1.CapacityTypeSpot {
+			return false
+		}
+	}
+	return true
+}
+
+func price(ncs []packing.NewNodeClaim) float64 {
+	total := 0.0
+	for _, nc := range ncs {
+		total += nc.Cheapest.Price
+	}
+	return total
+}

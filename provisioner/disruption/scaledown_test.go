@@ -1,0 +1,205 @@
+package disruption
+
+import (
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+	"github.com/tailor-autoscaler/tailor/provisioner/packing"
+	"github.com/tailor-autoscaler/tailor/provisioner/requirements"
+	"github.com/tailor-autoscaler/tailor/test/workloads"
+)
+
+// simCluster is a cluster in memory: nodes launched from plans, with their pods and prices.
+type simCluster struct {
+	in     packing.Input
+	nodes  map[string]*simNode
+	serial int
+}
+
+type simNode struct {
+	node     packing.Node
+	pool     string
+	price    float64
+	capacity string
+}
+
+// launch adds the nodes of new NodeClaims, with their pods bound.
+func (s *simCluster) launch(t testing.TB, ncs []packing.NewNodeClaim) {
+	t.Helper()
+	for _, nc := range ncs {
+		s.serial++
+		name := fmt.Sprintf("node-%05d", s.serial)
+		var it *cloudprovider.InstanceType
+		for _, pool := range s.in.NodePools {
+			if pool.NodePool.Name != nc.NodePool.Name {
+				continue
+			}
+			for _, candidate := range pool.InstanceTypes {
+				if candidate.Name == nc.Cheapest.InstanceType {
+					it = candidate
+				}
+			}
+		}
+		if it == nil {
+			t.Fatalf("instance type %s of NodePool %s not found", nc.Cheapest.InstanceType, nc.NodePool.Name)
+		}
+		labels := requirements.SingleValueLabels(nc.Requirements)
+		for k, v := range it.Labels {
+			labels[k] = v
+		}
+		labels[corev1.LabelTopologyZone] = nc.Cheapest.Zone
+		labels[karpv1.CapacityTypeLabelKey] = nc.Cheapest.CapacityType
+		labels[karpv1.NodePoolLabelKey] = nc.NodePool.Name
+		labels[corev1.LabelHostname] = name
+		node := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+			Spec:       corev1.NodeSpec{Taints: nc.NodePool.Spec.Template.Spec.Taints},
+			Status:     corev1.NodeStatus{Allocatable: it.Allocatable()},
+		}
+		sn := &simNode{node: packing.Node{Node: node, Schedulable: true}, pool: nc.NodePool.Name, price: nc.Cheapest.Price, capacity: nc.Cheapest.CapacityType}
+		s.nodes[name] = sn
+		s.bind(sn, nc.Pods)
+	}
+}
+
+func (s *simCluster) bind(n *simNode, pods []*corev1.Pod) {
+	for _, p := range pods {
+		bound := p.DeepCopy()
+		bound.Spec.NodeName = n.node.Node.Name
+		n.node.Pods = append(n.node.Pods, bound)
+	}
+}
+
+func (s *simCluster) cost() float64 {
+	total := 0.0
+	for _, n := range s.nodes {
+		total += n.price
+	}
+	return total
+}
+
+// view is the cluster as Decide sees it, every node a candidate.
+func (s *simCluster) view() Cluster {
+	c := Cluster{NodePools: s.in.NodePools}
+	names := make([]string, 0, len(s.nodes))
+	for name := range s.nodes {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		n := s.nodes[name]
+		c.Nodes = append(c.Nodes, n.node)
+		c.Candidates = append(c.Candidates, Candidate{
+			Node: name, NodeClaim: name, NodePool: n.pool, Price: n.price, CapacityType: n.capacity,
+			Pods: n.node.Pods, MayRemoveEmpty: true, MayConsolidate: true,
+		})
+	}
+	return c
+}
+
+// scaleDown plans a workload of from pods, keeps the pods keep says, consolidates until no
+// decision is left and reports the outcome against a fresh plan of the pods kept.
+func scaleDown(t testing.TB, shape string, from int, keep func(i int) bool) {
+	t.Helper()
+	in := workloads.Load(t, shape, from)
+	s := &simCluster{in: in, nodes: map[string]*simNode{}}
+	s.launch(t, packing.Solve(in).NewNodeClaims)
+	before := s.cost()
+	kept := map[string]bool{}
+	var keptPods []*corev1.Pod
+	for i, p := range in.Pods {
+		if keep(i) {
+			kept[p.Name] = true
+			keptPods = append(keptPods, p)
+		}
+	}
+	for _, n := range s.nodes {
+		var pods []*corev1.Pod
+		for _, p := range n.node.Pods {
+			if kept[p.Name] {
+				pods = append(pods, p)
+			}
+		}
+		n.node.Pods = pods
+	}
+	start := time.Now()
+	decisions, disrupted, replacements := 0, 0, 0
+	moves := map[string]int{}
+	for decisions < 1000 {
+		// Each decision gets the default budget of its NodePools: 10% of their nodes.
+		perPool := map[string]int{}
+		for _, n := range s.nodes {
+			perPool[n.pool]++
+		}
+		budget := func(pool string, _ karpv1.DisruptionReason) int { return (perPool[pool] + 9) / 10 }
+		d, ok := Decide(s.view(), budget, DefaultOptions)
+		if !ok {
+			break
+		}
+		decisions++
+		disrupted += len(d.Originals)
+		replacements += len(d.Replacements)
+		for _, o := range d.Originals {
+			for _, p := range o.Pods {
+				moves[p.Name]++
+			}
+			delete(s.nodes, o.Node)
+		}
+		for _, pl := range d.Placements {
+			s.bind(s.nodes[pl.Node.Node.Name], pl.Pods)
+		}
+		s.launch(t, d.Replacements)
+	}
+	elapsed := time.Since(start)
+	fresh := packing.Solve(packing.Input{Pods: keptPods, NodePools: in.NodePools})
+	freshCost := 0.0
+	for _, nc := range fresh.NewNodeClaims {
+		freshCost += nc.Cheapest.Price
+	}
+	movedTwice := 0
+	for _, n := range moves {
+		if n > 1 {
+			movedTwice++
+		}
+	}
+	after := s.cost()
+	t.Logf("%s %d→%d pods: $%.2f/h before, $%.2f/h after %d decisions (%d nodes disrupted, %d replacements, %d pods moved, %d of them more than once) in %s; fresh plan $%.2f/h: ×%.3f",
+		shape, from, len(keptPods), before, after, decisions, disrupted, replacements, len(moves), movedTwice, elapsed.Round(time.Millisecond), freshCost, after/freshCost)
+	if after > before {
+		t.Errorf("consolidation raised the cost from $%.2f to $%.2f an hour", before, after)
+	}
+	if decisions == 1000 {
+		t.Errorf("consolidation did not converge in %d decisions", decisions)
+	}
+	for _, n := range s.nodes {
+		for _, p := range n.node.Pods {
+			if !kept[p.Name] {
+				t.Fatalf("pod %s, removed, is back on %s", p.Name, n.node.Node.Name)
+			}
+		}
+	}
+	placed := 0
+	for _, n := range s.nodes {
+		placed += len(n.node.Pods)
+	}
+	if placed != len(keptPods) {
+		t.Errorf("%d pods on nodes after consolidation, want the %d kept", placed, len(keptPods))
+	}
+}
+
+// TestScaleDownConverges scales the shared workloads down as issue 5 measures them and
+// reports cost against a fresh plan, nodes disrupted and pods moved more than once.
+func TestScaleDownConverges(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plans thousands of pods")
+	}
+	t.Run("webmix 2000 to 500", func(t *testing.T) { scaleDown(t, "webmix", 2000, func(i int) bool { return i%4 == 0 }) })
+	t.Run("diverse 1000 to 700", func(t *testing.T) { scaleDown(t, "diverse", 1000, func(i int) bool { return i%10 < 7 }) })
+}

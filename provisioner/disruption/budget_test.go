@@ -66,9 +66,9 @@ func TestAllowed(t *testing.T) {
 			reason: karpv1.DisruptionReasonEmpty, total: 7, want: 7,
 		},
 		{
-			name:    "a bad schedule names the budget",
-			np:      pool(window("1", "every day", time.Hour)),
-			reason:  karpv1.DisruptionReasonEmpty, total: 7,
+			name:   "a bad schedule names the budget",
+			np:     pool(window("1", "every day", time.Hour)),
+			reason: karpv1.DisruptionReasonEmpty, total: 7,
 			wantErr: `NodePool general spec.disruption.budgets[0]: schedule "every day": expected exactly 5 fields, found 2: [every day]`,
 		},
 	}

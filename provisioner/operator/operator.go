@@ -8,10 +8,13 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/netip"
+	"os"
 	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -60,12 +63,16 @@ type Options struct {
 	// BatchIdle and BatchMax bound a provisioning batch.
 	BatchIdle, BatchMax time.Duration
 	// ClusterName, ClusterEndpoint, ClusterCABundle (base64 PEM) and ServiceCIDR describe
-	// the cluster nodes join. Endpoint and CA default to the kubeconfig's.
+	// the cluster nodes join. What is empty is read from EKS DescribeCluster; outside a
+	// cluster, endpoint and CA then fall back to the kubeconfig's.
 	ClusterName, ClusterEndpoint, ClusterCABundle, ServiceCIDR string
 	// DisruptionInterval is the time between disruption passes; SpotToSpotSavings the least
 	// fraction of price a spot replacement of spot nodes must save.
 	DisruptionInterval time.Duration
 	SpotToSpotSavings  float64
+	// IsolatedVPC means the sidecar cannot reach the Pricing and EKS APIs: on-demand prices
+	// come from the embedded catalog, and endpoint, CA bundle and service CIDR must be given.
+	IsolatedVPC bool
 	// AWSEndpointURL overrides the endpoint of every AWS service (for a local endpoint).
 	AWSEndpointURL string
 	// VMMemoryOverheadPercent and ReservedENIs shape instance capacity.
@@ -101,6 +108,14 @@ func (o *Options) Validate() error {
 	}
 	if o.ClusterName == "" {
 		errs = append(errs, errors.New("--cluster-name must be set to the EKS cluster name"))
+	}
+	if o.IsolatedVPC && (o.ClusterEndpoint == "" || o.ClusterCABundle == "" || o.ServiceCIDR == "") {
+		errs = append(errs, errors.New("--isolated-vpc needs --cluster-endpoint, --cluster-ca-bundle and --service-cidr: EKS DescribeCluster cannot be called to discover them"))
+	}
+	if o.ServiceCIDR != "" {
+		if _, err := netip.ParsePrefix(o.ServiceCIDR); err != nil {
+			errs = append(errs, fmt.Errorf("--service-cidr %q must be a CIDR: %w", o.ServiceCIDR, err))
+		}
 	}
 	if o.BatchIdle <= 0 || o.BatchMax < o.BatchIdle {
 		errs = append(errs, fmt.Errorf("--batch-idle-duration (%s) must be positive and at most --batch-max-duration (%s)", o.BatchIdle, o.BatchMax))
@@ -335,21 +350,88 @@ func newProvider(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, opts O
 	if err != nil {
 		return nil, fmt.Errorf("reading the Kubernetes version: %w", err)
 	}
-	endpoint, ca := opts.ClusterEndpoint, opts.ClusterCABundle
-	if endpoint == "" {
-		endpoint = cfg.Host
-	}
-	if ca == "" && len(cfg.CAData) > 0 {
-		ca = base64.StdEncoding.EncodeToString(cfg.CAData)
+	clients := aws.NewClients(awsCfg)
+	cluster, err := clusterInfo(ctx, cfg, opts, clients.EKS, inCluster())
+	if err != nil {
+		return nil, err
 	}
 	return aws.New(aws.Options{
-		Cluster:                 aws.ClusterInfo{Name: opts.ClusterName, Endpoint: endpoint, CABundle: ca, ServiceCIDR: opts.ServiceCIDR},
+		Cluster:                 cluster,
 		Region:                  awsCfg.Region,
 		KubernetesVersion:       version.Major + "." + trimPlus(version.Minor),
 		VMMemoryOverheadPercent: opts.VMMemoryOverheadPercent,
 		ReservedENIs:            opts.ReservedENIs,
 		UnavailableOfferingsTTL: opts.UnavailableOfferingsTTL,
-	}, aws.NewClients(awsCfg), mgr.GetAPIReader(), clk)
+		IsolatedVPC:             opts.IsolatedVPC,
+	}, clients, mgr.GetAPIReader(), clk)
+}
+
+// clusterInfo settles what nodes need to join the cluster: the flags first, then EKS
+// DescribeCluster for what they leave out (never in an isolated VPC). Only outside a cluster
+// do endpoint and CA come from the kubeconfig as a last resort: inside one, its host is the
+// kubernetes Service's address, which nodes cannot use before they run kube-proxy.
+func clusterInfo(ctx context.Context, cfg *rest.Config, opts Options, client eks.DescribeClusterAPIClient, inCluster bool) (aws.ClusterInfo, error) {
+	logger := log.FromContext(ctx)
+	info := aws.ClusterInfo{Name: opts.ClusterName, Endpoint: opts.ClusterEndpoint, CABundle: opts.ClusterCABundle, ServiceCIDR: opts.ServiceCIDR}
+	if opts.IsolatedVPC {
+		return info, nil
+	}
+	discovered, err := aws.DiscoverCluster(ctx, client, info)
+	switch {
+	case err == nil:
+		info = discovered
+	case aws.IsClusterNotFound(err):
+		return info, err
+	case inCluster:
+		return info, fmt.Errorf("discovering the cluster (or set --cluster-endpoint, --cluster-ca-bundle and --service-cidr): %w", err)
+	default:
+		logger.Info("Could not discover the cluster from EKS; set --cluster-endpoint, --cluster-ca-bundle and --service-cidr or allow eks:DescribeCluster", "cluster", opts.ClusterName, "err", err)
+	}
+	if !inCluster && (info.Endpoint == "" || info.CABundle == "") {
+		logger.Info("Nodes will join through the kubeconfig's API server and CA; set --cluster-endpoint and --cluster-ca-bundle for a real cluster", "host", cfg.Host)
+		if info.Endpoint == "" {
+			info.Endpoint = cfg.Host
+		}
+		if info.CABundle == "" {
+			ca, err := kubeconfigCA(cfg)
+			if err != nil {
+				return info, err
+			}
+			info.CABundle = ca
+		}
+	}
+	var errs []error
+	if info.Endpoint == "" {
+		errs = append(errs, fmt.Errorf("--cluster-endpoint is not set and EKS DescribeCluster of %q gave none", opts.ClusterName))
+	}
+	if info.CABundle == "" {
+		errs = append(errs, fmt.Errorf("--cluster-ca-bundle is not set and EKS DescribeCluster of %q gave none", opts.ClusterName))
+	}
+	if info.ServiceCIDR == "" {
+		errs = append(errs, fmt.Errorf("--service-cidr is not set and could not be discovered from EKS DescribeCluster of %q", opts.ClusterName))
+	}
+	return info, errors.Join(errs...)
+}
+
+// kubeconfigCA is the base64 PEM of the kubeconfig's CA, "" when it names none.
+func kubeconfigCA(cfg *rest.Config) (string, error) {
+	data := cfg.CAData
+	if len(data) == 0 && cfg.CAFile != "" {
+		var err error
+		if data, err = os.ReadFile(cfg.CAFile); err != nil {
+			return "", fmt.Errorf("reading the kubeconfig's CA: %w", err)
+		}
+	}
+	if len(data) == 0 {
+		return "", nil
+	}
+	return base64.StdEncoding.EncodeToString(data), nil
+}
+
+// inCluster reports whether the sidecar runs in a pod, where its kubeconfig is the
+// kubernetes Service's address.
+func inCluster() bool {
+	return os.Getenv("KUBERNETES_SERVICE_HOST") != ""
 }
 
 // trimPlus drops the "+" some distributions append to the minor version ("34+").

@@ -3,8 +3,8 @@
 // aws-sdk-go-v2 uses, so the demo and the tests run the real clients without an AWS account.
 //
 // Every service is served by one http.Handler: EC2 Query requests are recognised by their form
-// field Action, AWS JSON 1.1 requests by their X-Amz-Target header, and /_admin/ holds a small
-// JSON API for tests and the demo. Instance types, zone offerings and prices come from the
+// field Action, AWS JSON 1.1 requests by their X-Amz-Target header, EKS REST-JSON requests by
+// their /clusters/ path, and /_admin/ holds a small JSON API for tests and the demo. Instance types, zone offerings and prices come from the
 // catalog embedded in provisioner/cloudprovider/aws/catalog. When a Kubernetes client is
 // given, running instances register Nodes the way a kubelet and the cloud controller manager
 // would.
@@ -77,6 +77,8 @@ type Options struct {
 	Logger logr.Logger
 	// SQS configures the SQS queues and the interruption events injected into them.
 	SQS SQSOptions
+	// EKS is what DescribeCluster answers for the cluster.
+	EKS EKSCluster
 }
 
 // Server is the local AWS endpoint. It is safe for concurrent use.
@@ -91,6 +93,7 @@ type Server struct {
 	logger        logr.Logger
 	nodes         nodeClient
 	sqs           *sqsService
+	eks           EKSCluster
 	startedAt     time.Time
 
 	// catalog data and seeded resources; never changed after New.
@@ -143,6 +146,9 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("%s must not be negative, got %s", d.name, d.value)
 		}
 	}
+	if err := opts.EKS.validate(); err != nil {
+		return nil, err
+	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
@@ -167,6 +173,7 @@ func New(opts Options) (*Server, error) {
 		bootDelay:     opts.BootDelay,
 		shutdownDelay: opts.ShutdownDelay,
 		syncPeriod:    opts.SyncPeriod,
+		eks:           opts.EKS,
 		logger:        opts.Logger.WithName("localaws"),
 		startedAt:     opts.Clock.Now().UTC(),
 		instanceTypes: cat.InstanceTypes,
@@ -191,12 +198,15 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// ServeHTTP dispatches a request to the admin API, an AWS JSON 1.1 service, IAM or EC2.
+// ServeHTTP dispatches a request to the admin API, EKS (REST-JSON, by path), an AWS JSON 1.1
+// service, IAM or EC2.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxRequestBytes)
 	switch {
 	case strings.HasPrefix(r.URL.Path, adminPrefix):
 		s.serveAdmin(w, r)
+	case isEKSRequest(r):
+		s.serveEKS(w, r)
 	case strings.HasPrefix(r.Header.Get("X-Amz-Target"), "AmazonSQS."):
 		s.serveSQS(w, r)
 	case r.Header.Get("X-Amz-Target") != "":

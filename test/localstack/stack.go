@@ -91,6 +91,8 @@ const (
 	// taint keeps workloads off it, as on EKS; kube-scheduler also needs at least one node to
 	// run PostFilter plugins at all.
 	systemNodeName = "tailor-system-0"
+	// serviceCIDR is the API server's service range, which EKS DescribeCluster reports.
+	serviceCIDR = "10.0.0.0/24"
 )
 
 // Options configure a stack.
@@ -346,7 +348,7 @@ func (s *Stack) startAPIServer(ctx context.Context) error {
 		"--authorization-mode", "RBAC",
 		"--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file", pki("sa.pub"), "--service-account-signing-key-file", pki("sa.key"),
-		"--service-cluster-ip-range", "10.0.0.0/24",
+		"--service-cluster-ip-range", serviceCIDR,
 		"--allow-privileged",
 		"--profiling=false",
 		// A loopback address cannot back the kubernetes Service's endpoints.
@@ -502,6 +504,9 @@ func (s *Stack) startLocalAWS(ctx context.Context) error {
 		"--cluster-name", s.opts.ClusterName,
 		"--kubeconfig", kubeconfigPath(s.opts.Dir, "local-aws"),
 		"--launch-delay", s.opts.LaunchDelay.String(), "--boot-delay", s.opts.BootDelay.String(),
+		// EKS DescribeCluster tells the provisioner what nodes join, as on EKS.
+		"--cluster-endpoint", s.Config.Host, "--cluster-ca-file", filepath.Join(s.opts.Dir, "pki", "ca.crt"),
+		"--service-cidr", serviceCIDR,
 	})
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/pricing"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -53,6 +54,9 @@ type Options struct {
 	// LaunchTemplateTTL is how long a launch template neither created nor used by a launch
 	// is kept before GarbageCollectLaunchTemplates deletes it (10 minutes by default).
 	LaunchTemplateTTL time.Duration
+	// IsolatedVPC means the Pricing API cannot be reached: on-demand prices come from the
+	// catalog embedded in the binary without asking AWS.
+	IsolatedVPC bool
 }
 
 func (o *Options) defaults() {
@@ -103,6 +107,8 @@ type Clients struct {
 	SSM     *ssm.Client
 	Pricing *pricing.Client
 	IAM     *iam.Client
+	// EKS describes the cluster, for settings the sidecar is not given.
+	EKS *eks.Client
 }
 
 // NewClients makes the provider's clients from one SDK configuration, with NewRetryer's
@@ -120,6 +126,7 @@ func NewClients(cfg aws.Config) Clients {
 		SSM:     ssm.NewFromConfig(cfg),
 		Pricing: pricing.NewFromConfig(pricingCfg),
 		IAM:     iam.NewFromConfig(cfg),
+		EKS:     eks.NewFromConfig(cfg),
 	}
 }
 
@@ -337,8 +344,9 @@ func (p *Provider) stale(now time.Time) bool {
 }
 
 // refreshLocked reads what is stale of the catalog and prices from AWS, without holding p.mu
-// during the calls. Prices that AWS cannot give fall back to the embedded catalog's; the
-// catalog itself has no fallback. p.refreshMu must be held.
+// during the calls. Prices that AWS cannot give fall back to the embedded catalog's, and in an
+// isolated VPC on-demand prices are the embedded ones from the start; the catalog itself has
+// no fallback. p.refreshMu must be held.
 func (p *Provider) refreshLocked(ctx context.Context) error {
 	now := p.clock.Now()
 	p.mu.Lock()
@@ -366,7 +374,12 @@ func (p *Provider) refreshLocked(ctx context.Context) error {
 			logger.Error(err, "Failed to refresh the instance catalog")
 		}
 	}
-	if needOnDemand {
+	if needOnDemand && p.opts.IsolatedVPC {
+		p.mu.Lock()
+		p.onDemand = cached[map[string]float64]{value: embeddedPrices().onDemand, at: now, valid: true}
+		p.setSourceLocked(kindOnDemand, PriceSourceEmbedded)
+		p.mu.Unlock()
+	} else if needOnDemand {
 		prices, err := onDemandPrices(ctx, p.pricing, p.opts.Region)
 		p.setPrices(ctx, kindOnDemand, err, func(fallback bool) {
 			if fallback {

@@ -156,7 +156,7 @@ const (
 	// PriceSourceAPI means the prices were read from AWS: the Pricing API for on-demand
 	// prices, DescribeSpotPriceHistory for spot prices.
 	PriceSourceAPI = "api"
-	// PriceSourceEmbedded means AWS could not be asked (isolated VPC, missing permission,
+	// PriceSourceEmbedded means AWS could not be asked (--isolated-vpc, missing permission,
 	// outage) and the prices are those of the catalog embedded in the binary.
 	PriceSourceEmbedded = "embedded"
 
@@ -195,9 +195,8 @@ func (p *Provider) setPrices(ctx context.Context, kind string, err error, set fu
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	valid := p.onDemand.valid
-	source := &p.sources.OnDemand
 	if kind == kindSpot {
-		valid, source = p.spot.valid, &p.sources.Spot
+		valid = p.spot.valid
 	}
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Failed to read prices from AWS", "kind", kind, "fallback", !valid)
@@ -206,13 +205,23 @@ func (p *Provider) setPrices(ctx context.Context, kind string, err error, set fu
 		}
 	}
 	set(err != nil)
-	*source = PriceSourceAPI
+	source := PriceSourceAPI
 	if err != nil {
-		*source = PriceSourceEmbedded
+		source = PriceSourceEmbedded
+	}
+	p.setSourceLocked(kind, source)
+}
+
+// setSourceLocked records where the prices of a kind in use come from. p.mu must be held.
+func (p *Provider) setSourceLocked(kind, source string) {
+	if kind == kindSpot {
+		p.sources.Spot = source
+	} else {
+		p.sources.OnDemand = source
 	}
 	for _, s := range []string{PriceSourceAPI, PriceSourceEmbedded} {
 		v := 0.0
-		if s == *source {
+		if s == source {
 			v = 1
 		}
 		priceSourceMetric.WithLabelValues(kind, s).Set(v)

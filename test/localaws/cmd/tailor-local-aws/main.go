@@ -1,10 +1,12 @@
 // Command tailor-local-aws serves a local stand-in for the AWS APIs Tailor calls, for the demo
 // and end-to-end tests. Point the AWS SDK at it with AWS_ENDPOINT_URL and any static
-// credentials; with --kubeconfig, running instances register Nodes in that cluster.
+// credentials; with --kubeconfig, running instances register Nodes in that cluster. EKS
+// DescribeCluster reports --cluster-endpoint, --cluster-ca-file and --service-cidr.
 package main
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -30,17 +32,30 @@ func main() {
 	launchDelay := flag.Duration("launch-delay", 0, "How long instances stay pending before running.")
 	bootDelay := flag.Duration("boot-delay", localaws.DefaultBootDelay, "How long a running instance takes to register its Node.")
 	shutdownDelay := flag.Duration("shutdown-delay", localaws.DefaultShutdownDelay, "How long a terminating instance stays shutting-down.")
+	clusterEndpoint := flag.String("cluster-endpoint", "", "API server URL that EKS DescribeCluster reports for the cluster.")
+	clusterCAFile := flag.String("cluster-ca-file", "", "PEM file of the cluster CA that EKS DescribeCluster reports (base64-encoded, as EKS does).")
+	serviceCIDR := flag.String("service-cidr", localaws.DefaultServiceCIDR, "Service IPv4 CIDR that EKS DescribeCluster reports.")
 	klog.InitFlags(nil)
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	eks := localaws.EKSCluster{Endpoint: *clusterEndpoint, ServiceIPv4CIDR: *serviceCIDR}
+	if *clusterCAFile != "" {
+		pem, err := os.ReadFile(*clusterCAFile)
+		if err != nil {
+			klog.ErrorS(err, "Reading --cluster-ca-file")
+			klog.FlushAndExit(klog.ExitFlushTimeout, 1)
+		}
+		eks.CertificateAuthority = base64.StdEncoding.EncodeToString(pem)
+	}
 	if err := run(ctx, *listen, *addressFile, *kubeconfig, localaws.Options{
 		ClusterName:   *clusterName,
 		LaunchDelay:   *launchDelay,
 		BootDelay:     *bootDelay,
 		ShutdownDelay: *shutdownDelay,
 		Logger:        klog.Background(),
+		EKS:           eks,
 	}); err != nil {
 		klog.ErrorS(err, "tailor-local-aws failed")
 		klog.FlushAndExit(klog.ExitFlushTimeout, 1)

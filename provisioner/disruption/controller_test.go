@@ -11,9 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -31,15 +29,8 @@ var kube client.Client
 
 func TestMain(m *testing.M) {
 	os.Exit(testenv.Run(m, func(cfg *rest.Config) error {
-		s := runtime.NewScheme()
-		if err := clientgoscheme.AddToScheme(s); err != nil {
-			return err
-		}
-		if err := karpv1.AddToScheme(s); err != nil {
-			return err
-		}
 		var err error
-		kube, err = client.New(cfg, client.Options{Scheme: s})
+		kube, err = client.New(cfg, client.Options{Scheme: testenv.Scheme()})
 		return err
 	}))
 }

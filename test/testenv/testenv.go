@@ -3,19 +3,29 @@
 package testenv
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
+	goruntime "runtime"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 )
 
 // Root is the repository root.
 func Root() string {
-	_, file, _, _ := runtime.Caller(0)
+	_, file, _, _ := goruntime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
@@ -60,4 +70,45 @@ func Run(m *testing.M, setup func(cfg *rest.Config) error) int {
 		fmt.Fprintln(os.Stderr, "stopping envtest:", err)
 	}
 	return code
+}
+
+// Scheme knows the Kubernetes kinds and Tailor's.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, karpv1.AddToScheme, awsv1.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
+	}
+	return s
+}
+
+// NewManager returns a controller manager on the test's API server, serving no metrics, for
+// tests that run controllers as the sidecar does. Start it with StartManager.
+func NewManager(t testing.TB, cfg *rest.Config) ctrl.Manager {
+	t.Helper()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:     Scheme(),
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mgr
+}
+
+// StartManager runs the manager until the test ends, and fails the test if it stops with an
+// error.
+func StartManager(t testing.TB, mgr ctrl.Manager) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
 }

@@ -11,16 +11,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
@@ -38,44 +32,19 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.Run(m, func(c *rest.Config) error {
 		cfg = c
 		var err error
-		kube, err = client.New(cfg, client.Options{Scheme: scheme()})
+		kube, err = client.New(cfg, client.Options{Scheme: testenv.Scheme()})
 		return err
 	}))
-}
-
-func scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, karpv1.AddToScheme, awsv1.AddToScheme} {
-		if err := add(s); err != nil {
-			panic(err)
-		}
-	}
-	return s
 }
 
 // startController runs the controller in a manager, as the sidecar does, until the test ends.
 func startController(t *testing.T) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:     scheme(),
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := testenv.NewManager(t, cfg)
 	if err := NewController(mgr.GetClient()).Register(mgr); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	testenv.StartManager(t, mgr)
 }
 
 func ami(id, arch string) awsv1.AMI {

@@ -13,18 +13,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
@@ -46,19 +41,9 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.Run(m, func(c *rest.Config) error {
 		cfg = c
 		var err error
-		kube, err = client.New(cfg, client.Options{Scheme: scheme()})
+		kube, err = client.New(cfg, client.Options{Scheme: testenv.Scheme()})
 		return err
 	}))
-}
-
-func scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, karpv1.AddToScheme, awsv1.AddToScheme} {
-		if err := add(s); err != nil {
-			panic(err)
-		}
-	}
-	return s
 }
 
 // cloud is an instance that is already gone when asked to terminate; it records what it
@@ -95,14 +80,7 @@ func (c *cloud) calls() (terminated, drained []string) {
 // manager with the sidecar's indexes, until the test ends.
 func startControllers(t *testing.T, c *cloud) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:     scheme(),
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := testenv.NewManager(t, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	idx := mgr.GetFieldIndexer()
 	if err := idx.IndexField(ctx, &corev1.Node{}, nodeclaim.NodeProviderIDIndex, nodeclaim.NodeProviderID); err != nil {

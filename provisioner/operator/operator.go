@@ -140,10 +140,13 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}
 	logger := log.FromContext(ctx)
 	clk := clock.RealClock{}
+	// Shutdown waits for launches in flight to be recorded.
+	shutdown := lifecycle.LaunchTimeout + 10*time.Second
 	mgrOpts := ctrl.Options{
-		Scheme:                 Scheme(),
-		Metrics:                metricsserver.Options{BindAddress: opts.MetricsAddr},
-		HealthProbeBindAddress: opts.HealthAddr,
+		GracefulShutdownTimeout: &shutdown,
+		Scheme:                  Scheme(),
+		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress:  opts.HealthAddr,
 	}
 	if opts.LeaderElect {
 		if err := followScheduler(cfg, opts, &mgrOpts, clk); err != nil {

@@ -106,9 +106,17 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{}, nil
 }
 
+// LaunchTimeout bounds one launch, shutdown or not; the manager's graceful shutdown waits
+// at least as long.
+const LaunchTimeout = 90 * time.Second
+
 // launch creates the instance and records it. A NodeClaim no offering can satisfy is
 // deleted, so its pods are planned again.
 func (c *Controller) launch(ctx context.Context, nc *karpv1.NodeClaim) (reconcile.Result, error) {
+	// A launch runs to its end even while the sidecar shuts down, so that the instance it
+	// creates is recorded on the NodeClaim, not left for a restart to adopt.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), LaunchTimeout)
+	defer cancel()
 	logger := log.FromContext(ctx)
 	launched, err := c.launcher.Create(ctx, nc)
 	switch {

@@ -1,0 +1,77 @@
+package lifecycle
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/test/testenv"
+)
+
+var kube client.Client
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Run(m, func(cfg *rest.Config) error {
+		var err error
+		kube, err = client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+		return err
+	}))
+}
+
+// launcher starts the sidecar's shutdown in the middle of a launch, records whether the
+// launch could still reach the cloud, and launches.
+type launcher struct {
+	shutdown  context.CancelFunc
+	cancelled bool
+}
+
+func (l *launcher) Create(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
+	l.shutdown()
+	l.cancelled = ctx.Err() != nil
+	out := nc.DeepCopy()
+	out.Labels = map[string]string{corev1.LabelInstanceTypeStable: "m7i.large"}
+	out.Status.ProviderID = "aws:///us-east-1a/i-0123456789abcdef0"
+	out.Status.NodeName = "ip-10-0-0-1.ec2.internal"
+	return out, nil
+}
+
+// TestLaunchFinishesWhileTheSidecarShutsDown shuts the sidecar down while a launch is in
+// flight: the launch still reaches the cloud and is recorded on the NodeClaim.
+func TestLaunchFinishesWhileTheSidecarShutsDown(t *testing.T) {
+	nc := &karpv1.NodeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "shutdown"},
+		Spec: karpv1.NodeClaimSpec{
+			NodeClassRef: &karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"},
+			Requirements: []karpv1.NodeSelectorRequirementWithMinValues{{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}}},
+		},
+	}
+	if err := kube.Create(context.Background(), nc); err != nil {
+		t.Fatal(err)
+	}
+	ctx, shutdown := context.WithCancel(context.Background())
+	l := &launcher{shutdown: shutdown}
+	c := NewController(kube, l, record.NewFakeRecorder(10), clocktesting.NewFakeClock(nc.CreationTimestamp.Time))
+	if _, err := c.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(nc)}); err != nil {
+		t.Fatal(err)
+	}
+	if l.cancelled {
+		t.Error("the launch saw the shutdown's cancellation")
+	}
+	got := &karpv1.NodeClaim{}
+	if err := kube.Get(context.Background(), client.ObjectKeyFromObject(nc), got); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"aws:///us-east-1a/i-0123456789abcdef0", "m7i.large"}, []string{got.Status.ProviderID, got.Labels[corev1.LabelInstanceTypeStable]}); diff != "" {
+		t.Errorf("recorded launch (-want +got):\n%s", diff)
+	}
+}

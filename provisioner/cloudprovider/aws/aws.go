@@ -366,6 +366,7 @@ func (p *Provider) refreshLocked(ctx context.Context) error {
 		p.mu.Lock()
 		if err == nil {
 			p.catalog = cached[map[string]*catalogEntry]{value: entries, at: now, valid: true}
+			refreshedMetric.WithLabelValues("instance-types").SetToCurrentTime()
 		} else if !p.catalog.valid {
 			errs = append(errs, err)
 		}
@@ -377,6 +378,7 @@ func (p *Provider) refreshLocked(ctx context.Context) error {
 	if needOnDemand && p.opts.IsolatedVPC {
 		p.mu.Lock()
 		p.onDemand = cached[map[string]float64]{value: embeddedPrices().onDemand, at: now, valid: true}
+		refreshedMetric.WithLabelValues(kindOnDemand).SetToCurrentTime()
 		p.setSourceLocked(kindOnDemand, PriceSourceEmbedded)
 		p.mu.Unlock()
 	} else if needOnDemand {

@@ -183,16 +183,24 @@ func TestUnavailableOfferingsExpire(t *testing.T) {
 	steps := []struct {
 		advance time.Duration
 		want    map[string]bool
+		// wantMetric is the unavailable spot offerings the metric reports.
+		wantMetric float64
 	}{
-		{advance: 0, want: allAvailable(spotIn(zones...)...)},
-		{advance: DefaultUnavailableOfferingsTTL - time.Second, want: allAvailable(spotIn(zones...)...)},
-		{advance: time.Second, want: allAvailable()},
+		{advance: 0, want: allAvailable(spotIn(zones...)...), wantMetric: float64(len(zones))},
+		{advance: DefaultUnavailableOfferingsTTL - time.Second, want: allAvailable(spotIn(zones...)...), wantMetric: float64(len(zones))},
+		{advance: time.Second, want: allAvailable(), wantMetric: 0},
 	}
 	for _, step := range steps {
 		h.clock.Step(step.advance)
 		if diff := cmp.Diff(step.want, availability(t, h.provider, "m5.large")); diff != "" {
 			t.Errorf("after %s more: available (-want +got):\n%s", step.advance, diff)
 		}
+		if got := testutil.ToFloat64(unavailableOfferingsMetric.WithLabelValues(karpv1.CapacityTypeSpot)); got != step.wantMetric {
+			t.Errorf("after %s more: tailor_cloudprovider_unavailable_offerings{capacity_type=spot} = %v, want %v", step.advance, got, step.wantMetric)
+		}
+	}
+	if got := testutil.ToFloat64(refreshedMetric.WithLabelValues("instance-types")); got <= 0 {
+		t.Errorf("tailor_cloudprovider_refreshed_timestamp_seconds{kind=instance-types} = %v, want the time of the catalog's read", got)
 	}
 	launched, err := h.provider.Create(context.Background(), nodeClaim("g", []string{"m5.large"}, "spot", "on-demand"))
 	if err != nil {

@@ -177,8 +177,15 @@ var priceSourceMetric = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Help: "Where the prices the planner uses come from: 1 for the source in use (api: AWS Pricing API and DescribeSpotPriceHistory; embedded: the catalog in the binary), by kind (on-demand, spot).",
 }, []string{"kind", "source"})
 
+// refreshedMetric is when each part of the catalog was last read: instance types, on-demand
+// and spot prices.
+var refreshedMetric = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "tailor_cloudprovider_refreshed_timestamp_seconds",
+	Help: "When each part of the catalog was last refreshed (instance-types, on-demand, spot), as Unix time; its age is time() minus it.",
+}, []string{"kind"})
+
 func init() {
-	metrics.Registry.MustRegister(priceSourceMetric)
+	metrics.Registry.MustRegister(priceSourceMetric, refreshedMetric)
 }
 
 // PriceSources returns where the prices in use come from.
@@ -205,6 +212,7 @@ func (p *Provider) setPrices(ctx context.Context, kind string, err error, set fu
 		}
 	}
 	set(err != nil)
+	refreshedMetric.WithLabelValues(kind).SetToCurrentTime()
 	source := PriceSourceAPI
 	if err != nil {
 		source = PriceSourceEmbedded

@@ -4,7 +4,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 )
 
 // DefaultUnavailableOfferingsTTL is how long an offering that reported a capacity error is
@@ -46,6 +50,28 @@ func (u *unavailableOfferings) mark(key offeringKey) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.until[key] = u.clock.Now().Add(u.ttl)
+	u.reportLocked()
+}
+
+// unavailableOfferingsMetric counts the offerings kept from planning and launches.
+var unavailableOfferingsMetric = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "tailor_cloudprovider_unavailable_offerings",
+	Help: "Offerings (instance type, zone, capacity type) kept from planning and launches after a capacity error, by capacity type.",
+}, []string{"capacity_type"})
+
+func init() {
+	metrics.Registry.MustRegister(unavailableOfferingsMetric)
+}
+
+// reportLocked publishes how many offerings are unavailable; u.mu must be held.
+func (u *unavailableOfferings) reportLocked() {
+	counts := map[string]float64{karpv1.CapacityTypeSpot: 0, karpv1.CapacityTypeOnDemand: 0}
+	for key := range u.until {
+		counts[key.capacityType]++
+	}
+	for capacityType, n := range counts {
+		unavailableOfferingsMetric.WithLabelValues(capacityType).Set(n)
+	}
 }
 
 // has reports whether the offering is unavailable now, forgetting it once its TTL passed.
@@ -58,6 +84,7 @@ func (u *unavailableOfferings) has(key offeringKey) bool {
 	}
 	if !u.clock.Now().Before(until) {
 		delete(u.until, key)
+		u.reportLocked()
 		return false
 	}
 	return true

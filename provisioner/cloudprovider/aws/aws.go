@@ -119,6 +119,7 @@ func NewClients(cfg aws.Config) Clients {
 	if cfg.Retryer == nil {
 		cfg.Retryer = func() aws.Retryer { return NewRetryer(nil) }
 	}
+	cfg.APIOptions = append(cfg.APIOptions, countAPIErrors)
 	pricingCfg := cfg.Copy()
 	pricingCfg.Region = "us-east-1"
 	return Clients{

@@ -262,6 +262,7 @@ func (p *Provider) createFleet(ctx context.Context, nodeClaim *karpv1.NodeClaim,
 	var errs []fleetError
 	for _, e := range out.Errors {
 		fe := fleetError{code: aws.ToString(e.ErrorCode), message: aws.ToString(e.ErrorMessage)}
+		apiErrorsMetric.WithLabelValues("EC2", "CreateFleet", fe.code).Inc()
 		if o := e.LaunchTemplateAndOverrides; o != nil && o.Overrides != nil && o.Overrides.InstanceType != "" {
 			zone := aws.ToString(o.Overrides.AvailabilityZone)
 			if zone == "" {

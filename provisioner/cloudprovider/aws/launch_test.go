@@ -16,6 +16,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
@@ -178,6 +179,9 @@ func TestUnavailableOfferingsExpire(t *testing.T) {
 	if _, err := h.provider.Create(context.Background(), nodeClaim("f", []string{"m5.large"}, "spot", "on-demand")); err != nil {
 		t.Fatal(err)
 	}
+	if got := testutil.ToFloat64(apiErrorsMetric.WithLabelValues("EC2", "CreateFleet", "InsufficientInstanceCapacity")); got < float64(len(zones)) {
+		t.Errorf("tailor_cloudprovider_errors_total{operation=CreateFleet,code=InsufficientInstanceCapacity} = %v, want one per spot pool at least", got)
+	}
 	// The pools recover at once; the provider keeps avoiding them for the TTL.
 	h.setInsufficientCapacity(t, nil)
 	steps := []struct {
@@ -227,6 +231,9 @@ func TestThrottledRequestsAreRetried(t *testing.T) {
 		total += n
 	}
 	t.Logf("%d requests under 50%% throttling: %v", total, counts)
+	if got := errorsCounted(t, "RequestLimitExceeded"); got == 0 {
+		t.Error("tailor_cloudprovider_errors_total counted no RequestLimitExceeded under throttling")
+	}
 	if got := h.endpoint.Instances(); len(got) != 1 {
 		t.Errorf("%d instances, want 1", len(got))
 	}
@@ -509,4 +516,27 @@ func TestStalePricesRefreshInTheBackground(t *testing.T) {
 	if got := h.provider.PriceSources().Spot; got != PriceSourceAPI {
 		t.Errorf("spot price source %q after a failed refresh, want the cached %q", got, PriceSourceAPI)
 	}
+}
+
+// errorsCounted sums tailor_cloudprovider_errors_total over services and operations for code.
+func errorsCounted(t *testing.T, code string) float64 {
+	t.Helper()
+	families, err := crmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != "tailor_cloudprovider_errors_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "code" && l.GetValue() == code {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
 }

@@ -328,9 +328,41 @@ func (c *Controller) continuePending(ctx context.Context) error {
 			return nil
 		}
 	}
+	if why := c.revalidate(ctx, cmd.decision.Originals); why != "" {
+		return c.abort(ctx, why)
+	}
 	c.pending = nil
 	return c.deleteOriginals(ctx, cmd.decision)
 }
+
+// revalidate checks, just before the originals go, what may have changed while their
+// replacements came up: a do-not-disrupt annotation on a node or one of its pods, or pods
+// planned onto one of them. It returns why they must stay, or "".
+func (c *Controller) revalidate(ctx context.Context, originals []Candidate) string {
+	for _, o := range originals {
+		if len(c.planned.PodsOf(o.NodeClaim)) > 0 {
+			return fmt.Sprintf("pods were planned onto node %s meanwhile", o.Node)
+		}
+		node := &corev1.Node{}
+		if err := c.kube.Get(ctx, client.ObjectKey{Name: o.Node}, node); err == nil && node.Annotations[karpv1.DoNotDisruptAnnotationKey] == "true" {
+			return fmt.Sprintf("node %s is marked %s", o.Node, karpv1.DoNotDisruptAnnotationKey)
+		}
+		pods := &corev1.PodList{}
+		if err := c.kube.List(ctx, pods, client.MatchingFields{PodNodeNameIndex: o.Node}); err != nil {
+			return fmt.Sprintf("listing the pods of node %s: %v", o.Node, err)
+		}
+		for _, p := range pods.Items {
+			if p.Annotations[karpv1.DoNotDisruptAnnotationKey] == "true" && movable(&p) {
+				return fmt.Sprintf("pod %s/%s on node %s is marked %s", p.Namespace, p.Name, o.Node, karpv1.DoNotDisruptAnnotationKey)
+			}
+		}
+	}
+	return ""
+}
+
+// PodNodeNameIndex is the field pods are listed by node with: a cache index of that name, or
+// the API server's own field selector.
+const PodNodeNameIndex = "spec.nodeName"
 
 // abort lifts the cordon of the originals; the replacements left, if any, are empty nodes
 // emptiness removes later.

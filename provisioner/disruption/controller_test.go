@@ -268,3 +268,30 @@ func TestBudgetOfZeroDisruptsNothing(t *testing.T) {
 		t.Errorf("after a pass (-want +got):\n%s", diff)
 	}
 }
+
+func TestAReplacementWaitsOutDoNotDisruptAddedMeanwhile(t *testing.T) {
+	f := newFixture(t, "revalidate")
+	f.node("a", "big.2xlarge", "1")
+	f.node("b", "big.2xlarge", "1")
+	f.pass()
+	node := &corev1.Node{}
+	if err := kube.Get(f.ctx, client.ObjectKey{Name: f.prefix + "-a"}, node); err != nil {
+		t.Fatal(err)
+	}
+	node.Annotations = map[string]string{karpv1.DoNotDisruptAnnotationKey: "true"}
+	if err := kube.Update(f.ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	replacement := &karpv1.NodeClaim{}
+	if err := kube.Get(f.ctx, client.ObjectKey{Name: f.prefix + "-replacement-1"}, replacement); err != nil {
+		t.Fatal(err)
+	}
+	nodeclaim.SetCondition(replacement, karpv1.ConditionTypeInitialized, metav1.ConditionTrue, "Initialized", "")
+	if err := kube.Status().Update(f.ctx, replacement); err != nil {
+		t.Fatal(err)
+	}
+	f.pass()
+	if diff := cmp.Diff(map[string]string{"a": "kept", "b": "kept"}, f.state("a", "b")); diff != "" {
+		t.Errorf("after do-not-disrupt was set during the replacement (-want +got):\n%s", diff)
+	}
+}

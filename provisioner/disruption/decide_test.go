@@ -1,0 +1,150 @@
+package disruption
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+	"github.com/tailor-autoscaler/tailor/provisioner/packing"
+)
+
+// decideCluster is a NodePool of two machine sizes (spot and on-demand) and nodes given as
+// name, instance type, capacity type and the CPU requests of their pods.
+func decideCluster(nodes ...struct {
+	name, instanceType, capacityType string
+	drifted                          bool
+	pods                             []string
+}) Cluster {
+	types := []*cloudprovider.InstanceType{instanceType("big.2xlarge", 8, 1.0), instanceType("small.xlarge", 4, 0.2)}
+	for _, it := range types {
+		it.Offerings = append(it.Offerings, cloudprovider.Offering{Zone: "us-east-1a", CapacityType: karpv1.CapacityTypeSpot, Price: it.Offerings[0].Price * 0.9, Available: true})
+	}
+	np := &karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "general"}}
+	c := Cluster{NodePools: []packing.NodePool{{NodePool: np, InstanceTypes: types}}}
+	for _, n := range nodes {
+		var it *cloudprovider.InstanceType
+		for _, candidate := range types {
+			if candidate.Name == n.instanceType {
+				it = candidate
+			}
+		}
+		labels := map[string]string{corev1.LabelHostname: n.name, corev1.LabelInstanceTypeStable: it.Name, corev1.LabelTopologyZone: "us-east-1a",
+			karpv1.CapacityTypeLabelKey: n.capacityType, corev1.LabelArchStable: "amd64", corev1.LabelOSStable: "linux", karpv1.NodePoolLabelKey: "general"}
+		node := packing.Node{Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name, Labels: labels}, Status: corev1.NodeStatus{Allocatable: it.Allocatable()}}, Schedulable: true}
+		price := offeringPrice(&c.NodePools[0], labels)
+		cand := Candidate{Node: n.name, NodeClaim: n.name, NodePool: "general", Price: price, CapacityType: n.capacityType, Drifted: n.drifted, MayRemoveEmpty: true, MayConsolidate: true}
+		for i, cpu := range n.pods {
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: n.name + "-" + string(rune('a'+i))}, Spec: corev1.PodSpec{NodeName: n.name,
+				Containers: []corev1.Container{{Name: "app", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}}}
+			node.Pods = append(node.Pods, p)
+			cand.Pods = append(cand.Pods, p)
+		}
+		c.Nodes = append(c.Nodes, node)
+		c.Candidates = append(c.Candidates, cand)
+	}
+	return c
+}
+
+type node = struct {
+	name, instanceType, capacityType string
+	drifted                          bool
+	pods                             []string
+}
+
+// summary is what a decision does, in a comparable form.
+type summary struct {
+	Reason       karpv1.DisruptionReason
+	Originals    []string
+	Replacements []string
+}
+
+func summarize(d Decision, ok bool) *summary {
+	if !ok {
+		return nil
+	}
+	s := &summary{Reason: d.Reason, Originals: nodeNames(d.Originals)}
+	for _, r := range d.Replacements {
+		s.Replacements = append(s.Replacements, r.Cheapest.CapacityType+" "+r.Cheapest.InstanceType)
+	}
+	return s
+}
+
+func TestDecide(t *testing.T) {
+	all := func(string, karpv1.DisruptionReason) int { return 10 }
+	tests := []struct {
+		name   string
+		nodes  []node
+		budget Budget
+		opts   Options
+		want   *summary
+	}{
+		{
+			name:   "a drifted node is replaced, whatever it saves",
+			nodes:  []node{{name: "old", instanceType: "small.xlarge", capacityType: "spot", drifted: true, pods: []string{"3"}}},
+			budget: all,
+			want:   &summary{Reason: karpv1.DisruptionReasonDrifted, Originals: []string{"old"}, Replacements: []string{"spot small.xlarge"}},
+		},
+		{
+			name:   "a drifted node goes first; its pods move to room elsewhere",
+			nodes:  []node{{name: "old", instanceType: "small.xlarge", capacityType: "on-demand", drifted: true, pods: []string{"3"}}, {name: "idle", instanceType: "small.xlarge", capacityType: "on-demand"}},
+			budget: all,
+			want:   &summary{Reason: karpv1.DisruptionReasonDrifted, Originals: []string{"old"}},
+		},
+		{
+			name:  "a drifted node waits while its budget for drift is spent; the empty node goes",
+			nodes: []node{{name: "old", instanceType: "small.xlarge", capacityType: "on-demand", drifted: true, pods: []string{"3"}}, {name: "idle", instanceType: "small.xlarge", capacityType: "on-demand"}},
+			budget: func(_ string, r karpv1.DisruptionReason) int {
+				if r == karpv1.DisruptionReasonDrifted {
+					return 0
+				}
+				return 10
+			},
+			want: &summary{Reason: karpv1.DisruptionReasonEmpty, Originals: []string{"idle"}},
+		},
+		{
+			name:   "pods that fit on another node: the underused node is deleted",
+			nodes:  []node{{name: "a", instanceType: "big.2xlarge", capacityType: "on-demand", pods: []string{"4"}}, {name: "b", instanceType: "big.2xlarge", capacityType: "on-demand", pods: []string{"1"}}},
+			budget: all,
+			want:   &summary{Reason: karpv1.DisruptionReasonUnderutilized, Originals: []string{"b"}},
+		},
+		{
+			name:   "two underused big nodes become one small one",
+			nodes:  []node{{name: "a", instanceType: "big.2xlarge", capacityType: "on-demand", pods: []string{"1"}}, {name: "b", instanceType: "big.2xlarge", capacityType: "on-demand", pods: []string{"1"}}},
+			budget: all,
+			want:   &summary{Reason: karpv1.DisruptionReasonUnderutilized, Originals: []string{"a", "b"}, Replacements: []string{"spot small.xlarge"}},
+		},
+		{
+			name:   "a spot node is not replaced by spot for a saving under the threshold",
+			nodes:  []node{{name: "s", instanceType: "small.xlarge", capacityType: "spot", pods: []string{"3"}}},
+			budget: all,
+			opts:   Options{SpotToSpotSavings: 0.99, MaxMultiNode: 100, MaxSingleNode: 100},
+		},
+		{
+			name:   "a node whose pods fit nowhere cheaper stays",
+			nodes:  []node{{name: "full", instanceType: "small.xlarge", capacityType: "spot", pods: []string{"3", "0.5"}}},
+			budget: all,
+		},
+		{
+			name:   "no budget: nothing happens",
+			nodes:  []node{{name: "idle", instanceType: "small.xlarge", capacityType: "on-demand"}},
+			budget: func(string, karpv1.DisruptionReason) int { return 0 },
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := tt.opts
+			if opts.MaxMultiNode == 0 {
+				opts = DefaultOptions
+			}
+			got := summarize(Decide(decideCluster(tt.nodes...), tt.budget, opts))
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("decision (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -275,6 +275,45 @@ func offeringPrice(pool *packing.NodePool, labels map[string]string) float64 {
 	return 0
 }
 
+// Prelaunch launches capacity for the pods of a NodeClaim's node that is going away
+// involuntarily (an interruption): the planner puts them on the other nodes and on new
+// NodeClaims, which are launched at once, so the pods find room while the node drains.
+func (c *Controller) Prelaunch(ctx context.Context, nodeClaim string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	in, err := c.cluster.ClusterInput(ctx)
+	if err != nil {
+		return err
+	}
+	var gone *Candidate
+	for _, n := range in.Nodes {
+		if n.NodeClaim == nil || n.NodeClaim.Name != nodeClaim {
+			continue
+		}
+		cand := Candidate{Node: n.Node.Name, NodeClaim: nodeClaim, NodePool: n.NodeClaim.Labels[karpv1.NodePoolLabelKey]}
+		for _, p := range n.Pods {
+			if movable(p) {
+				cand.Pods = append(cand.Pods, p)
+			}
+		}
+		gone = &cand
+	}
+	if gone == nil || len(gone.Pods) == 0 {
+		return nil
+	}
+	plan, _ := simulate(Cluster{Nodes: in.Nodes, NodePools: in.NodePools, DaemonSets: in.DaemonSets, Volumes: in.Volumes}, []Candidate{*gone})
+	for _, r := range plan.NewNodeClaims {
+		nc, err := c.launcher.Launch(ctx, r)
+		if err != nil {
+			return err
+		}
+		log.FromContext(ctx).Info("launched capacity ahead of an interruption", "nodeClaim", nodeClaim, "replacement", nc.Name,
+			"instanceType", r.Cheapest.InstanceType, "pods", len(r.Pods))
+	}
+	decisionsTotal.WithLabelValues("Interrupted", "prelaunch").Inc()
+	return nil
+}
+
 // execute starts a decision: the originals are cordoned at once so nothing new lands on
 // them; without replacements they are deleted now, otherwise once the replacements are up.
 func (c *Controller) execute(ctx context.Context, d Decision) error {

@@ -113,6 +113,12 @@ func (f *fixture) node(name, instanceType string, podCPU ...string) {
 	if err := kube.Create(f.ctx, node); err != nil {
 		f.t.Fatal(err)
 	}
+	// The API server taints a new Node not-ready; a kubelet would report it Ready and the
+	// node lifecycle controller lift the taint.
+	node.Spec.Taints = nil
+	if err := kube.Update(f.ctx, node); err != nil {
+		f.t.Fatal(err)
+	}
 	node.Status.Allocatable = it.Allocatable()
 	if err := kube.Status().Update(f.ctx, node); err != nil {
 		f.t.Fatal(err)
@@ -293,5 +299,29 @@ func TestAReplacementWaitsOutDoNotDisruptAddedMeanwhile(t *testing.T) {
 	f.pass()
 	if diff := cmp.Diff(map[string]string{"a": "kept", "b": "kept"}, f.state("a", "b")); diff != "" {
 		t.Errorf("after do-not-disrupt was set during the replacement (-want +got):\n%s", diff)
+	}
+}
+
+func TestPrelaunchLaunchesRoomForTheInterruptedNodesPods(t *testing.T) {
+	f := newFixture(t, "prelaunch")
+	f.node("spot", "small.xlarge", "3")
+	f.node("idle", "small.xlarge")
+	f.node("busy", "small.xlarge", "3")
+	// The idle node takes one of the two nodes' pods; the other needs new capacity.
+	if err := f.ctrl.Prelaunch(f.ctx, f.prefix+"-spot"); err != nil {
+		t.Fatal(err)
+	}
+	if f.launched != 0 {
+		t.Fatalf("launched %d NodeClaims for pods that fit on the idle node, want 0", f.launched)
+	}
+	f.pods[f.prefix+"-idle"] = f.pods[f.prefix+"-busy"]
+	if err := f.ctrl.Prelaunch(f.ctx, f.prefix+"-spot"); err != nil {
+		t.Fatal(err)
+	}
+	if f.launched != 1 {
+		t.Errorf("launched %d NodeClaims when no node has room, want 1", f.launched)
+	}
+	if diff := cmp.Diff(map[string]string{"spot": "kept", "idle": "kept", "busy": "kept"}, f.state("spot", "idle", "busy")); diff != "" {
+		t.Errorf("Prelaunch touched nodes (-want +got):\n%s", diff)
 	}
 }

@@ -26,6 +26,7 @@ import (
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
+	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/termination"
 )
 
 // ConditionTypeInterrupted is True on a NodeClaim whose instance received an interruption
@@ -34,7 +35,7 @@ const ConditionTypeInterrupted = "Interrupted"
 
 // DeadlineAnnotationKey on a NodeClaim is the RFC 3339 time its instance is expected to be
 // reclaimed or stopped, for the drain to finish before.
-const DeadlineAnnotationKey = "tailor.sh/interruption-deadline"
+const DeadlineAnnotationKey = termination.InterruptionDeadlineAnnotationKey
 
 // Event and condition reasons, Karpenter's.
 const (
@@ -69,6 +70,14 @@ type Options struct {
 	DeleteOnRebalance bool
 	// Registerer receives the metrics; nil means controller-runtime's metrics.Registry.
 	Registerer prometheus.Registerer
+	// Replacer, when set, launches capacity for the pods of a node going away before it is
+	// drained, so they find room within the reclaim window.
+	Replacer Replacer
+}
+
+// Replacer launches replacement capacity for the pods of a NodeClaim's node.
+type Replacer interface {
+	Prelaunch(ctx context.Context, nodeClaim string) error
 }
 
 // Controller reads the interruption queue. It runs on the elected leader only.
@@ -253,6 +262,13 @@ func (c *Controller) handleInstance(ctx context.Context, msg Message, instanceID
 	if node != nil {
 		if err := cordon(ctx, c.kube, node); err != nil {
 			return "", err
+		}
+	}
+	if c.opts.Replacer != nil && nc.DeletionTimestamp == nil {
+		// The instance goes whatever happens: a failed pre-launch only means the pods wait
+		// for the provisioner once evicted.
+		if err := c.opts.Replacer.Prelaunch(ctx, nc.Name); err != nil {
+			logger.Error(err, "launching replacement capacity ahead of the drain")
 		}
 	}
 	if nc.DeletionTimestamp == nil {

@@ -227,6 +227,7 @@ func (f *fixture) queueEmpty(t *testing.T) bool {
 // fate is what became of a NodeClaim and its Node.
 type fate struct {
 	Deleting        bool
+	Prelaunched     bool
 	Condition       string
 	HasDeadline     bool
 	NodeCordoned    bool
@@ -292,9 +293,29 @@ func (f *fixture) events(out *fate) {
 	l.byKind = nil
 }
 
+// replacer records the NodeClaims capacity was launched ahead for.
+type replacer struct {
+	mu    sync.Mutex
+	names map[string]bool
+}
+
+func (r *replacer) Prelaunch(_ context.Context, nodeClaim string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.names[nodeClaim] = true
+	return nil
+}
+
+func (r *replacer) has(nodeClaim string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.names[nodeClaim]
+}
+
 func TestInterruptionMessagesDecideTheNodeClaimsFate(t *testing.T) {
 	f := newFixture(t)
-	f.start(t, Options{})
+	prelaunched := &replacer{names: map[string]bool{}}
+	f.start(t, Options{Replacer: prelaunched})
 	tests := []struct {
 		name     string
 		capacity ec2types.DefaultTargetCapacityType
@@ -307,7 +328,7 @@ func TestInterruptionMessagesDecideTheNodeClaimsFate(t *testing.T) {
 			inject: func(id string) localaws.Interruption {
 				return localaws.Interruption{Kind: localaws.InterruptionSpot, InstanceID: id}
 			},
-			want: fate{Deleting: true, Condition: "True/SpotInterrupted", HasDeadline: true, NodeCordoned: true,
+			want: fate{Deleting: true, Prelaunched: true, Condition: "True/SpotInterrupted", HasDeadline: true, NodeCordoned: true,
 				NodeClaimEvents: []string{"SpotInterrupted"}, NodeEvents: []string{"SpotInterrupted"}},
 		},
 		{
@@ -325,7 +346,7 @@ func TestInterruptionMessagesDecideTheNodeClaimsFate(t *testing.T) {
 			inject: func(id string) localaws.Interruption {
 				return localaws.Interruption{Kind: localaws.InterruptionScheduled, InstanceID: id, StartIn: "2h"}
 			},
-			want: fate{Deleting: true, Condition: "True/InstanceUnhealthy", HasDeadline: true, NodeCordoned: true,
+			want: fate{Deleting: true, Prelaunched: true, Condition: "True/InstanceUnhealthy", HasDeadline: true, NodeCordoned: true,
 				NodeClaimEvents: []string{"InstanceUnhealthy"}, NodeEvents: []string{"InstanceUnhealthy"}},
 		},
 		{
@@ -334,7 +355,7 @@ func TestInterruptionMessagesDecideTheNodeClaimsFate(t *testing.T) {
 			inject: func(id string) localaws.Interruption {
 				return localaws.Interruption{Kind: localaws.InterruptionStateChange, InstanceID: id, State: "stopping"}
 			},
-			want: fate{Deleting: true, Condition: "True/InstanceStopping", HasDeadline: true, NodeCordoned: true,
+			want: fate{Deleting: true, Prelaunched: true, Condition: "True/InstanceStopping", HasDeadline: true, NodeCordoned: true,
 				NodeClaimEvents: []string{"InstanceStopping"}, NodeEvents: []string{"InstanceStopping"}},
 		},
 		{
@@ -343,7 +364,7 @@ func TestInterruptionMessagesDecideTheNodeClaimsFate(t *testing.T) {
 			inject: func(id string) localaws.Interruption {
 				return localaws.Interruption{Kind: localaws.InterruptionStateChange, InstanceID: id, State: "terminated"}
 			},
-			want: fate{Deleting: true, Condition: "True/InstanceTerminating", HasDeadline: true, NodeCordoned: true,
+			want: fate{Deleting: true, Prelaunched: true, Condition: "True/InstanceTerminating", HasDeadline: true, NodeCordoned: true,
 				NodeClaimEvents: []string{"InstanceTerminating"}, NodeEvents: []string{"InstanceTerminating"}},
 		},
 		{
@@ -370,6 +391,7 @@ func TestInterruptionMessagesDecideTheNodeClaimsFate(t *testing.T) {
 			}
 			t.Logf("message handled and deleted %s after injection", time.Since(start).Round(time.Millisecond))
 			got := f.fateOf(t, name)
+			got.Prelaunched = prelaunched.has(name)
 			f.events(&got)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("fate (-want +got):\n%s", diff)

@@ -185,7 +185,8 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		Options: disruption.DefaultOptions, Interval: opts.DisruptionInterval, MinNodeAge: opts.BatchMax, ReplacementTimeout: 10 * time.Minute,
 	}
 	disruptionOpts.SpotToSpotSavings = opts.SpotToSpotSavings
-	if err := mgr.Add(disruption.NewController(mgr.GetClient(), prov, prov, tracker, recorder, clk, disruptionOpts)); err != nil {
+	disruptions := disruption.NewController(mgr.GetClient(), prov, prov, tracker, recorder, clk, disruptionOpts)
+	if err := mgr.Add(disruptions); err != nil {
 		return fmt.Errorf("adding disruption: %w", err)
 	}
 	nominations := nomination.NewController(mgr.GetClient(), tracker, recorder)
@@ -194,7 +195,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
-	interruptions, err := newInterruptionController(ctx, mgr, opts, recorder, clk)
+	interruptions, err := newInterruptionController(ctx, mgr, opts, recorder, clk, disruptions)
 	if err != nil {
 		return err
 	}
@@ -449,7 +450,7 @@ func trimPlus(minor string) string {
 
 // newInterruptionController reads the interruption queue with the SDK's default
 // configuration, or does nothing when no queue is set.
-func newInterruptionController(ctx context.Context, mgr ctrl.Manager, opts Options, recorder record.EventRecorder, clk clock.Clock) (interface{ Register(ctrl.Manager) error }, error) {
+func newInterruptionController(ctx context.Context, mgr ctrl.Manager, opts Options, recorder record.EventRecorder, clk clock.Clock, replacer interruption.Replacer) (interface{ Register(ctrl.Manager) error }, error) {
 	if opts.InterruptionQueue == "" {
 		return noController{}, nil
 	}
@@ -464,7 +465,7 @@ func newInterruptionController(ctx context.Context, mgr ctrl.Manager, opts Optio
 	if err != nil {
 		return nil, err
 	}
-	return interruption.NewController(mgr.GetClient(), queue, recorder, clk, interruption.Options{})
+	return interruption.NewController(mgr.GetClient(), queue, recorder, clk, interruption.Options{Replacer: replacer})
 }
 
 // noController stands for a disabled controller.

@@ -140,10 +140,7 @@ func (c *Controller) node(ctx context.Context, nc *karpv1.NodeClaim) (*corev1.No
 // to leave, or volumes still attached. Past the grace period pods are deleted, but volumes
 // are still waited for, so that their data is flushed.
 func (c *Controller) drain(ctx context.Context, nc *karpv1.NodeClaim, node *corev1.Node) (bool, error) {
-	var deadline time.Time
-	if tgp := nc.Spec.TerminationGracePeriod; tgp != nil {
-		deadline = nc.DeletionTimestamp.Add(tgp.Duration)
-	}
+	deadline := drainDeadline(nc)
 	res, err := c.drainer.Drain(ctx, node.Name, deadline, c.clock.Now())
 	if err != nil {
 		return false, err
@@ -169,6 +166,32 @@ func (c *Controller) drain(ctx context.Context, nc *karpv1.NodeClaim, node *core
 		return true, nil
 	}
 	return false, nil
+}
+
+// InterruptionDeadlineAnnotationKey on a NodeClaim is when its instance goes away
+// (RFC 3339), written when an interruption is announced.
+const InterruptionDeadlineAnnotationKey = "tailor.sh/interruption-deadline"
+
+// interruptionMargin is how long before an announced reclaim the drain stops waiting, so
+// the pods' own grace periods end before the instance does.
+const interruptionMargin = 20 * time.Second
+
+// drainDeadline is when draining stops waiting for budgets: the NodeClaim's termination
+// grace period, or shortly before an announced reclaim, whichever comes first; zero for
+// never.
+func drainDeadline(nc *karpv1.NodeClaim) time.Time {
+	var deadline time.Time
+	if tgp := nc.Spec.TerminationGracePeriod; tgp != nil {
+		deadline = nc.DeletionTimestamp.Add(tgp.Duration)
+	}
+	if v := nc.Annotations[InterruptionDeadlineAnnotationKey]; v != "" {
+		if reclaim, err := time.Parse(time.RFC3339, v); err == nil {
+			if d := reclaim.Add(-interruptionMargin); deadline.IsZero() || d.Before(deadline) {
+				deadline = d
+			}
+		}
+	}
+	return deadline
 }
 
 // cordon taints the node so nothing new lands on it while it goes away.

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -21,16 +22,9 @@ func TestScaledDownCapacityIsConsolidated(t *testing.T) {
 	before := e.launchedCPU(t)
 	t.Logf("12 pods on %d NodeClaims with %d CPUs", len(e.nodeClaims(t)), before)
 
-	scale, err := e.cs.AppsV1().Deployments("default").GetScale(e.ctx, "shrink", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	scale.Spec.Replicas = 2
-	if _, err := e.cs.AppsV1().Deployments("default").UpdateScale(e.ctx, "shrink", scale, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.scale(t, "shrink", 2)
 	var after int64
-	err = wait.PollUntilContextTimeout(e.ctx, 2*time.Second, 3*time.Minute, false, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(e.ctx, 2*time.Second, 3*time.Minute, false, func(ctx context.Context) (bool, error) {
 		after = e.launchedCPU(t)
 		// Two 1-CPU pods fit on one 4-vCPU node at most: anything bigger is spare.
 		return after <= 4 && e.runningPods(t, "app=shrink") == 2, nil
@@ -94,4 +88,59 @@ func (e *env) launchedCPU(t *testing.T) int64 {
 		total += q.Value()
 	}
 	return total
+}
+
+// TestProvisioningAndConsolidationSettle scales a Deployment down and, while consolidation
+// is under way, back up: provisioning and consolidation then act at the same time. They must
+// settle: every pod runs, and for the last 20 seconds no NodeClaim is created or deleted, so
+// neither undoes the other in a loop.
+func TestProvisioningAndConsolidationSettle(t *testing.T) {
+	e := startStack(t)
+	e.apply(t, "consolidation.yaml")
+	e.waitNodeClassReady(t, "default")
+	e.waitPods(t, "app=shrink", 12, 2*time.Minute)
+	e.scale(t, "shrink", 2)
+	time.Sleep(8 * time.Second)
+	e.scale(t, "shrink", 10)
+	e.waitPods(t, "app=shrink", 10, 3*time.Minute)
+
+	created := map[string]bool{}
+	lastChange := time.Now()
+	var live map[string]bool
+	err := wait.PollUntilContextTimeout(e.ctx, time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
+		now := map[string]bool{}
+		for _, nc := range e.nodeClaims(t) {
+			if nc.DeletionTimestamp == nil {
+				now[nc.Name] = true
+			}
+			if !created[nc.Name] {
+				created[nc.Name] = true
+			}
+		}
+		if !cmp.Equal(now, live) {
+			live, lastChange = now, time.Now()
+		}
+		return time.Since(lastChange) > 20*time.Second && e.runningPods(t, "app=shrink") == 10, nil
+	})
+	if err != nil {
+		t.Fatalf("not settled: %d NodeClaims live, last change %s ago, %d pods running: %v",
+			len(live), time.Since(lastChange).Round(time.Second), e.runningPods(t, "app=shrink"), err)
+	}
+	t.Logf("settled on %d NodeClaims, %d created in all", len(live), len(created))
+	// 12 pods need about 3 nodes; a loop would have launched many more.
+	if len(created) > 10 {
+		t.Errorf("%d NodeClaims created for at most 12 pods: provisioning and consolidation undo each other", len(created))
+	}
+}
+
+func (e *env) scale(t *testing.T, deployment string, replicas int32) {
+	t.Helper()
+	scale, err := e.cs.AppsV1().Deployments("default").GetScale(e.ctx, deployment, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scale.Spec.Replicas = replicas
+	if _, err := e.cs.AppsV1().Deployments("default").UpdateScale(e.ctx, deployment, scale, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }

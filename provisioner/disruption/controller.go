@@ -469,39 +469,17 @@ func nodeNames(cands []Candidate) []string {
 
 // cordon taints a node for disruption; uncordon lifts it.
 func (c *Controller) cordon(ctx context.Context, name string) error {
-	return c.patchTaint(ctx, name, true)
+	return c.withNode(ctx, name, nodeclaim.Cordon)
 }
 
 func (c *Controller) uncordon(ctx context.Context, name string) error {
-	return c.patchTaint(ctx, name, false)
+	return c.withNode(ctx, name, nodeclaim.Uncordon)
 }
 
-func (c *Controller) patchTaint(ctx context.Context, name string, add bool) error {
+func (c *Controller) withNode(ctx context.Context, name string, f func(context.Context, client.Client, *corev1.Node) error) error {
 	node := &corev1.Node{}
 	if err := c.kube.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	patch := client.MergeFrom(node.DeepCopy())
-	var taints []corev1.Taint
-	has := false
-	for _, t := range node.Spec.Taints {
-		if t.MatchTaint(&karpv1.DisruptedNoScheduleTaint) {
-			has = true
-			if !add {
-				continue
-			}
-		}
-		taints = append(taints, t)
-	}
-	if add == has {
-		return nil
-	}
-	if add {
-		taints = append(taints, karpv1.DisruptedNoScheduleTaint)
-	}
-	node.Spec.Taints = taints
-	if err := c.kube.Patch(ctx, node, patch); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("tainting node %s: %w", name, err)
-	}
-	return nil
+	return f(ctx, c.kube, node)
 }

@@ -243,7 +243,7 @@ func (c *Controller) handleInstance(ctx context.Context, msg Message, instanceID
 	if err := c.mark(ctx, nc, msg, d); err != nil {
 		return "", err
 	}
-	node, err := c.node(ctx, nc)
+	node, err := nodeclaim.NodeOf(ctx, c.kube, nc)
 	if err != nil {
 		return "", err
 	}
@@ -260,7 +260,7 @@ func (c *Controller) handleInstance(ctx context.Context, msg Message, instanceID
 		return ActionMark, nil
 	}
 	if node != nil {
-		if err := cordon(ctx, c.kube, node); err != nil {
+		if err := nodeclaim.Cordon(ctx, c.kube, node); err != nil {
 			return "", err
 		}
 	}
@@ -311,36 +311,6 @@ func (c *Controller) mark(ctx context.Context, nc *karpv1.NodeClaim, msg Message
 	nodeclaim.SetCondition(nc, ConditionTypeInterrupted, metav1.ConditionTrue, d.reason, d.message)
 	if err := c.kube.Status().Patch(ctx, nc, patch); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("marking NodeClaim %s interrupted: %w", nc.Name, err)
-	}
-	return nil
-}
-
-// node returns the NodeClaim's Node, or nil when it has none (yet).
-func (c *Controller) node(ctx context.Context, nc *karpv1.NodeClaim) (*corev1.Node, error) {
-	if nc.Status.NodeName == "" {
-		return nil, nil
-	}
-	node := &corev1.Node{}
-	if err := c.kube.Get(ctx, client.ObjectKey{Name: nc.Status.NodeName}, node); err != nil {
-		return nil, client.IgnoreNotFound(err)
-	}
-	if node.Spec.ProviderID != nc.Status.ProviderID {
-		return nil, nil
-	}
-	return node, nil
-}
-
-// cordon taints the node so nothing new lands on it.
-func cordon(ctx context.Context, kube client.Client, node *corev1.Node) error {
-	for _, t := range node.Spec.Taints {
-		if t.MatchTaint(&karpv1.DisruptedNoScheduleTaint) {
-			return nil
-		}
-	}
-	patch := client.MergeFrom(node.DeepCopy())
-	node.Spec.Taints = append(node.Spec.Taints, karpv1.DisruptedNoScheduleTaint)
-	if err := kube.Patch(ctx, node, patch); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("cordoning node %s: %w", node.Name, err)
 	}
 	return nil
 }

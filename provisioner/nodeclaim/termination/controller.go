@@ -24,6 +24,7 @@ import (
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/drain"
 )
 
@@ -82,12 +83,12 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, nil
 	}
 	logger := log.FromContext(ctx).WithValues("nodeClaim", nc.Name)
-	node, err := c.node(ctx, nc)
+	node, err := nodeclaim.NodeOf(ctx, c.kube, nc)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	if node != nil {
-		if err := c.cordon(ctx, node); err != nil {
+		if err := nodeclaim.Cordon(ctx, c.kube, node); err != nil {
 			return reconcile.Result{}, err
 		}
 		if wait, err := c.drain(ctx, nc, node); err != nil || wait {
@@ -120,20 +121,6 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	c.recorder.Eventf(nc, corev1.EventTypeNormal, ReasonTerminated, "instance %s terminated", nc.Status.ProviderID)
 	logger.Info("terminated NodeClaim", "providerID", nc.Status.ProviderID, "lifetime", c.clock.Since(nc.CreationTimestamp.Time).Round(time.Second).String())
 	return reconcile.Result{}, nil
-}
-
-func (c *Controller) node(ctx context.Context, nc *karpv1.NodeClaim) (*corev1.Node, error) {
-	if nc.Status.NodeName == "" {
-		return nil, nil
-	}
-	node := &corev1.Node{}
-	if err := c.kube.Get(ctx, client.ObjectKey{Name: nc.Status.NodeName}, node); err != nil {
-		return nil, client.IgnoreNotFound(err)
-	}
-	if node.Spec.ProviderID != nc.Status.ProviderID {
-		return nil, nil
-	}
-	return node, nil
 }
 
 // drain makes one pass at emptying the node and reports whether to wait for it: pods left
@@ -192,19 +179,4 @@ func drainDeadline(nc *karpv1.NodeClaim) time.Time {
 		}
 	}
 	return deadline
-}
-
-// cordon taints the node so nothing new lands on it while it goes away.
-func (c *Controller) cordon(ctx context.Context, node *corev1.Node) error {
-	for _, t := range node.Spec.Taints {
-		if t.MatchTaint(&karpv1.DisruptedNoScheduleTaint) {
-			return nil
-		}
-	}
-	patch := client.MergeFrom(node.DeepCopy())
-	node.Spec.Taints = append(node.Spec.Taints, karpv1.DisruptedNoScheduleTaint)
-	if err := c.kube.Patch(ctx, node, patch); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("cordoning node %s: %w", node.Name, err)
-	}
-	return nil
 }

@@ -1,0 +1,64 @@
+package nodeclaim
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+)
+
+// NodeOf returns the NodeClaim's Node, or nil while it has none: not named yet, not
+// registered, or a Node of that name from another instance.
+func NodeOf(ctx context.Context, kube client.Reader, nc *karpv1.NodeClaim) (*corev1.Node, error) {
+	if nc.Status.NodeName == "" {
+		return nil, nil
+	}
+	node := &corev1.Node{}
+	if err := kube.Get(ctx, client.ObjectKey{Name: nc.Status.NodeName}, node); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	if node.Spec.ProviderID != nc.Status.ProviderID {
+		return nil, nil
+	}
+	return node, nil
+}
+
+// Cordon taints the node karpenter.sh/disrupted:NoSchedule, so nothing new lands on it while
+// it is taken away; Uncordon lifts the taint. Both do nothing when there is nothing to do.
+func Cordon(ctx context.Context, kube client.Client, node *corev1.Node) error {
+	return setDisrupted(ctx, kube, node, true)
+}
+
+// Uncordon lifts the taint Cordon sets.
+func Uncordon(ctx context.Context, kube client.Client, node *corev1.Node) error {
+	return setDisrupted(ctx, kube, node, false)
+}
+
+func setDisrupted(ctx context.Context, kube client.Client, node *corev1.Node, disrupted bool) error {
+	var taints []corev1.Taint
+	has := false
+	for _, t := range node.Spec.Taints {
+		if t.MatchTaint(&karpv1.DisruptedNoScheduleTaint) {
+			has = true
+			if !disrupted {
+				continue
+			}
+		}
+		taints = append(taints, t)
+	}
+	if has == disrupted {
+		return nil
+	}
+	patch := client.MergeFrom(node.DeepCopy())
+	if disrupted {
+		taints = append(taints, karpv1.DisruptedNoScheduleTaint)
+	}
+	node.Spec.Taints = taints
+	if err := kube.Patch(ctx, node, patch); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("setting the disruption taint of node %s: %w", node.Name, err)
+	}
+	return nil
+}

@@ -23,6 +23,13 @@ func TestDemoPodsLandWhereTheyWereNominated(t *testing.T) {
 	if result.Running != result.Total || result.Total != 10 {
 		t.Fatalf("%d/%d pods running on launched nodes, want 10/10", result.Running, result.Total)
 	}
+	onNodes := 0
+	for _, n := range result.Nodes {
+		onNodes += len(n.Pods)
+	}
+	if onNodes != result.Total {
+		t.Errorf("the nodes' table lists %d running pods, want all %d", onNodes, result.Total)
+	}
 	plannedOn := map[string]string{}
 	for _, n := range result.Nodes {
 		if n.Node == "" || n.InstanceType == "" || n.PricePerHour <= 0 {

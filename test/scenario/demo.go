@@ -204,7 +204,6 @@ func collect(ctx context.Context, kube client.Client, awsEndpoint string, pods [
 		return nil, err
 	}
 	result := &DemoResult{Pods: pods}
-	byNode := map[string]*NodeRecord{}
 	for _, nc := range claims.Items {
 		planned, err := nomination.DecodePods(nc.Annotations[nomination.PlannedPodsAnnotationKey])
 		if err != nil {
@@ -220,8 +219,12 @@ func collect(ctx context.Context, kube client.Client, awsEndpoint string, pods [
 			n.PlannedPods = append(n.PlannedPods, p.Name)
 		}
 		result.Nodes = append(result.Nodes, n)
-		byNode[n.Node] = &result.Nodes[len(result.Nodes)-1]
 		result.PricePerHour += n.PricePerHour
+	}
+	// Indexed once the slice is complete: pointers taken while appending would go stale.
+	byNode := map[string]*NodeRecord{}
+	for i := range result.Nodes {
+		byNode[result.Nodes[i].Node] = &result.Nodes[i]
 	}
 	for _, p := range pods {
 		if n, ok := byNode[p.Node]; ok && !p.Running.IsZero() {

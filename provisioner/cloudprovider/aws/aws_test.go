@@ -273,6 +273,11 @@ func TestCreateLaunchesSpotAndTagsTheInstance(t *testing.T) {
 	if want := resource.MustParse("2"); launched.Status.Capacity.Cpu().Cmp(want) != 0 {
 		t.Errorf("capacity cpu %s, want 2", launched.Status.Capacity.Cpu())
 	}
+	// Where the instance went, for drift: one of the class's subnets and its security groups.
+	subnet, groups := launched.Annotations[awsv1.SubnetAnnotationKey], launched.Annotations[awsv1.SecurityGroupsAnnotationKey]
+	if !strings.HasPrefix(subnet, "subnet-") || !strings.HasPrefix(groups, "sg-") {
+		t.Errorf("recorded subnet %q and security groups %q, want the instance's", subnet, groups)
+	}
 }
 
 func TestCreateIsIdempotentPerNodeClaim(t *testing.T) {

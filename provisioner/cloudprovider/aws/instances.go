@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -151,6 +152,15 @@ func (p *Provider) toNodeClaim(inst *ec2types.Instance, entries map[string]*cata
 	}
 	if np := tags[tagNodePool]; np != "" {
 		nc.Labels[karpv1.NodePoolLabelKey] = np
+	}
+	var groups []string
+	for _, g := range inst.SecurityGroups {
+		groups = append(groups, aws.ToString(g.GroupId))
+	}
+	sort.Strings(groups)
+	nc.Annotations = map[string]string{
+		awsv1.SubnetAnnotationKey:         aws.ToString(inst.SubnetId),
+		awsv1.SecurityGroupsAnnotationKey: strings.Join(groups, ","),
 	}
 	if inst.LaunchTime != nil {
 		nc.CreationTimestamp = metav1.NewTime(*inst.LaunchTime)

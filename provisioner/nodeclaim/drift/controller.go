@@ -1,17 +1,17 @@
 // Package drift marks NodeClaims whose node no longer matches what would be launched today:
 // the NodePool template changed since the NodeClaim was made from it (NodePoolDrifted), or
-// the EC2NodeClass no longer resolves to the AMI the instance booted (AMIDrifted). It only
-// sets the NodeClaim's Drifted condition, and clears it once the node is back in line; the
-// disruption controller replaces drifted nodes within the NodePool's budgets.
-//
-// Subnets and security groups are not checked: the launch does not record which subnet or
-// security groups an instance got, so a NodeClaim cannot say whether they drifted.
+// the EC2NodeClass no longer resolves to the AMI the instance booted (AMIDrifted), to its
+// subnet (SubnetDrifted) or to its security groups (SecurityGroupDrifted), as the launch
+// recorded them on the NodeClaim. It only sets the NodeClaim's Drifted condition, and clears
+// it once the node is back in line; the disruption controller replaces drifted nodes within
+// the NodePool's budgets.
 package drift
 
 import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -36,6 +36,11 @@ const (
 	ReasonNodePoolDrifted = "NodePoolDrifted"
 	// ReasonAMIDrifted: the instance's AMI is not among those the EC2NodeClass resolves to.
 	ReasonAMIDrifted = "AMIDrifted"
+	// ReasonSubnetDrifted: the instance's subnet is not among those the EC2NodeClass resolves to.
+	ReasonSubnetDrifted = "SubnetDrifted"
+	// ReasonSecurityGroupDrifted: the instance's security groups are not those the
+	// EC2NodeClass resolves to.
+	ReasonSecurityGroupDrifted = "SecurityGroupDrifted"
 	// ReasonNotDrifted: the node matches its NodePool and EC2NodeClass again.
 	ReasonNotDrifted = "NotDrifted"
 )
@@ -148,6 +153,22 @@ func (c *Controller) drift(ctx context.Context, nc *karpv1.NodeClaim) (reason, m
 	amis := amisFor(class.Status.AMIs, nc.Labels)
 	if len(class.Status.AMIs) > 0 && !slices.Contains(amis, nc.Status.ImageID) {
 		return ReasonAMIDrifted, fmt.Sprintf("AMI %s is not among the AMIs EC2NodeClass %s resolves to for this node %v", nc.Status.ImageID, class.Name, amis), nil
+	}
+	var subnets, groups []string
+	for _, s := range class.Status.Subnets {
+		subnets = append(subnets, s.ID)
+	}
+	for _, g := range class.Status.SecurityGroups {
+		groups = append(groups, g.ID)
+	}
+	if subnet := nc.Annotations[awsv1.SubnetAnnotationKey]; subnet != "" && len(subnets) > 0 && !slices.Contains(subnets, subnet) {
+		return ReasonSubnetDrifted, fmt.Sprintf("subnet %s is not among the subnets EC2NodeClass %s resolves to %v", subnet, class.Name, subnets), nil
+	}
+	if have := nc.Annotations[awsv1.SecurityGroupsAnnotationKey]; have != "" && len(groups) > 0 {
+		slices.Sort(groups)
+		if want := strings.Join(groups, ","); have != want {
+			return ReasonSecurityGroupDrifted, fmt.Sprintf("security groups %s are not those EC2NodeClass %s resolves to (%s)", have, class.Name, want), nil
+		}
 	}
 	return "", "", nil
 }

@@ -112,6 +112,25 @@ func fixture(t *testing.T, name string) (*karpv1.NodePool, *karpv1.NodeClaim) {
 	return np, nc
 }
 
+// setNetwork makes the class resolve to subnets and security groups.
+func setNetwork(t *testing.T, name string, subnets, groups []string) {
+	t.Helper()
+	class := &awsv1.EC2NodeClass{}
+	if err := kube.Get(context.Background(), client.ObjectKey{Name: name}, class); err != nil {
+		t.Fatal(err)
+	}
+	class.Status.Subnets, class.Status.SecurityGroups = nil, nil
+	for _, s := range subnets {
+		class.Status.Subnets = append(class.Status.Subnets, awsv1.Subnet{ID: s, Zone: "us-east-1a"})
+	}
+	for _, g := range groups {
+		class.Status.SecurityGroups = append(class.Status.SecurityGroups, awsv1.SecurityGroup{ID: g})
+	}
+	if err := kube.Status().Update(context.Background(), class); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // drifted is the Drifted condition's status and reason, "" when it has none.
 func drifted(t *testing.T, nc *karpv1.NodeClaim) string {
 	t.Helper()
@@ -172,4 +191,26 @@ func TestANewAMIForTheNodesArchitectureDriftsTheNodeClaim(t *testing.T) {
 	eventually(t, nc, "True AMIDrifted", "after the class resolved a new amd64 AMI")
 	setAMIs(t, "ami", ami("ami-1", "amd64"), ami("ami-3", "arm64"))
 	eventually(t, nc, "False NotDrifted", "after the class resolved ami-1 for amd64 again")
+}
+
+func TestASubnetOrSecurityGroupLeftOutDriftsTheNodeClaim(t *testing.T) {
+	_, nc := fixture(t, "network")
+	setNetwork(t, "network", []string{"subnet-a", "subnet-b"}, []string{"sg-1", "sg-2"})
+	nc.Annotations[awsv1.SubnetAnnotationKey] = "subnet-a"
+	nc.Annotations[awsv1.SecurityGroupsAnnotationKey] = "sg-1,sg-2"
+	if err := kube.Update(context.Background(), nc); err != nil {
+		t.Fatal(err)
+	}
+	startController(t)
+
+	time.Sleep(time.Second)
+	if got := drifted(t, nc); got != "" {
+		t.Fatalf("a NodeClaim in the class's subnets and security groups has Drifted %q", got)
+	}
+	setNetwork(t, "network", []string{"subnet-b"}, []string{"sg-1", "sg-2"})
+	eventually(t, nc, "True SubnetDrifted", "after the class stopped selecting the node's subnet")
+	setNetwork(t, "network", []string{"subnet-a", "subnet-b"}, []string{"sg-2", "sg-1"})
+	eventually(t, nc, "False NotDrifted", "after the class selected the subnet again, groups in another order")
+	setNetwork(t, "network", []string{"subnet-a", "subnet-b"}, []string{"sg-1", "sg-3"})
+	eventually(t, nc, "True SecurityGroupDrifted", "after the class replaced a security group")
 }

@@ -144,6 +144,12 @@ func (c *Controller) launch(ctx context.Context, nc *karpv1.NodeClaim) (reconcil
 	for k, v := range launched.Labels {
 		nc.Labels[k] = v
 	}
+	if len(launched.Annotations) > 0 && nc.Annotations == nil {
+		nc.Annotations = map[string]string{}
+	}
+	for k, v := range launched.Annotations {
+		nc.Annotations[k] = v
+	}
 	if err := c.kube.Patch(ctx, nc, patch); err != nil {
 		if apierrors.IsConflict(err) {
 			logger.V(1).Info("NodeClaim changed since it was read; reading it again", "providerID", launched.Status.ProviderID)

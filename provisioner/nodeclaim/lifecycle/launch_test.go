@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
 )
@@ -40,6 +41,7 @@ func (l *launcher) Create(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.No
 	l.cancelled = ctx.Err() != nil
 	out := nc.DeepCopy()
 	out.Labels = map[string]string{corev1.LabelInstanceTypeStable: "m7i.large"}
+	out.Annotations = map[string]string{awsv1.SubnetAnnotationKey: "subnet-a"}
 	out.Status.ProviderID = "aws:///us-east-1a/i-0123456789abcdef0"
 	out.Status.NodeName = "ip-10-0-0-1.ec2.internal"
 	return out, nil
@@ -71,7 +73,8 @@ func TestLaunchFinishesWhileTheSidecarShutsDown(t *testing.T) {
 	if err := kube.Get(context.Background(), client.ObjectKeyFromObject(nc), got); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"aws:///us-east-1a/i-0123456789abcdef0", "m7i.large"}, []string{got.Status.ProviderID, got.Labels[corev1.LabelInstanceTypeStable]}); diff != "" {
+	if diff := cmp.Diff([]string{"aws:///us-east-1a/i-0123456789abcdef0", "m7i.large", "subnet-a"},
+		[]string{got.Status.ProviderID, got.Labels[corev1.LabelInstanceTypeStable], got.Annotations[awsv1.SubnetAnnotationKey]}); diff != "" {
 		t.Errorf("recorded launch (-want +got):\n%s", diff)
 	}
 }

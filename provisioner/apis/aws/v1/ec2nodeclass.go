@@ -309,6 +309,13 @@ type InstanceStorePolicy string
 // InstanceStorePolicyRAID0 puts all local disks into one RAID0 array for ephemeral storage.
 const InstanceStorePolicyRAID0 InstanceStorePolicy = "RAID0"
 
+// Annotations on a NodeClaim that record where its instance was launched: its subnet and
+// its security groups (comma-separated, sorted). Drift compares them with the class's.
+const (
+	SubnetAnnotationKey         = "tailor.sh/subnet-id"
+	SecurityGroupsAnnotationKey = "tailor.sh/security-group-ids"
+)
+
 // EC2NodeClass condition types.
 const (
 	ConditionTypeSubnetsReady         = "SubnetsReady"

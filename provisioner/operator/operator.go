@@ -109,6 +109,12 @@ func (o *Options) Validate() error {
 	if o.ClusterName == "" {
 		errs = append(errs, errors.New("--cluster-name must be set to the EKS cluster name"))
 	}
+	if o.DisruptionInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--disruption-interval (%s) must be positive", o.DisruptionInterval))
+	}
+	if o.SpotToSpotSavings < 0 || o.SpotToSpotSavings >= 1 {
+		errs = append(errs, fmt.Errorf("--spot-to-spot-savings (%v) must be a fraction from 0 up to, not including, 1", o.SpotToSpotSavings))
+	}
 	if o.IsolatedVPC && (o.ClusterEndpoint == "" || o.ClusterCABundle == "" || o.ServiceCIDR == "") {
 		errs = append(errs, errors.New("--isolated-vpc needs --cluster-endpoint, --cluster-ca-bundle and --service-cidr: EKS DescribeCluster cannot be called to discover them"))
 	}

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
@@ -30,7 +31,7 @@ var kube client.Client
 func TestMain(m *testing.M) {
 	os.Exit(testenv.Run(m, func(cfg *rest.Config) error {
 		var err error
-		kube, err = client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+		kube, err = client.New(cfg, client.Options{Scheme: apischeme.New()})
 		return err
 	}))
 }

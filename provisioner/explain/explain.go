@@ -14,10 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
@@ -65,14 +62,6 @@ type NodeClaim struct {
 	Initialized string
 	// PlannedPods counts every pod planned onto the NodeClaim, this one included.
 	PlannedPods int
-}
-
-// Scheme has the types Explain reads: core types and NodeClaims.
-func Scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(karpv1.AddToScheme(s))
-	return s
 }
 
 // Explain reads what the cluster records about the pod namespace/name.

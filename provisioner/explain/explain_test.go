@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
 )
@@ -28,7 +29,7 @@ var (
 func TestMain(m *testing.M) {
 	flag.Parse()
 	os.Exit(testenv.Run(m, func(cfg *rest.Config) error {
-		c, err := client.New(cfg, client.Options{Scheme: Scheme()})
+		c, err := client.New(cfg, client.Options{Scheme: apischeme.New()})
 		kube = c
 		return err
 	}))

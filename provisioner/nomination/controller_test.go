@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
 )
 
@@ -21,7 +22,7 @@ var kube client.Client
 func TestMain(m *testing.M) {
 	os.Exit(testenv.Run(m, func(cfg *rest.Config) error {
 		var err error
-		kube, err = client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+		kube, err = client.New(cfg, client.Options{Scheme: apischeme.New()})
 		return err
 	}))
 }

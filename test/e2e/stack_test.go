@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/tailor-autoscaler/tailor/provisioner/operator"
+	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
 	"github.com/tailor-autoscaler/tailor/test/localstack"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
 )
@@ -52,7 +52,7 @@ func startStack(t *testing.T, configure ...func(*localstack.Options)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kube, err := client.New(stack.Config, client.Options{Scheme: operator.Scheme()})
+	kube, err := client.New(stack.Config, client.Options{Scheme: apischeme.New()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,8 +26,8 @@ import (
 
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
-	"github.com/tailor-autoscaler/tailor/provisioner/operator"
 	"github.com/tailor-autoscaler/tailor/test/localaws"
 	"github.com/tailor-autoscaler/tailor/test/localstack"
 )
@@ -75,7 +75,7 @@ func Demo(ctx context.Context, stack *localstack.Stack, root string, out io.Writ
 	if err != nil {
 		return nil, err
 	}
-	kube, err := client.New(stack.Config, client.Options{Scheme: operator.Scheme()})
+	kube, err := client.New(stack.Config, client.Options{Scheme: apischeme.New()})
 	if err != nil {
 		return nil, err
 	}

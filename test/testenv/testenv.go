@@ -10,8 +10,6 @@ import (
 	goruntime "runtime"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -19,8 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
-	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
 )
 
 // Root is the repository root.
@@ -72,23 +69,12 @@ func Run(m *testing.M, setup func(cfg *rest.Config) error) int {
 	return code
 }
 
-// Scheme knows the Kubernetes kinds and Tailor's.
-func Scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, karpv1.AddToScheme, awsv1.AddToScheme} {
-		if err := add(s); err != nil {
-			panic(err)
-		}
-	}
-	return s
-}
-
 // NewManager returns a controller manager on the test's API server, serving no metrics, for
 // tests that run controllers as the sidecar does. Start it with StartManager.
 func NewManager(t testing.TB, cfg *rest.Config) ctrl.Manager {
 	t.Helper()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:     Scheme(),
+		Scheme:     apischeme.New(),
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/tailor-autoscaler/tailor/provisioner/operator"
+	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
 	"github.com/tailor-autoscaler/tailor/test/localstack"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
 )
@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 
 func create(t *testing.T, manifest string) error {
 	t.Helper()
-	kube, err := client.New(cfg, client.Options{Scheme: operator.Scheme()})
+	kube, err := client.New(cfg, client.Options{Scheme: apischeme.New()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
 	"github.com/tailor-autoscaler/tailor/provisioner/explain"
 )
 
@@ -49,7 +50,7 @@ func runExplain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
-	c, err := client.New(cfg, client.Options{Scheme: explain.Scheme()})
+	c, err := client.New(cfg, client.Options{Scheme: apischeme.New()})
 	if err != nil {
 		return fmt.Errorf("connecting to the cluster: %w", err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
 	"github.com/tailor-autoscaler/tailor/provisioner/provisioning"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
 )
@@ -32,7 +33,7 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.Run(m, func(c *rest.Config) error {
 		cfg = c
 		var err error
-		kube, err = client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+		kube, err = client.New(cfg, client.Options{Scheme: apischeme.New()})
 		return err
 	}))
 }

@@ -11,8 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -22,6 +20,7 @@ import (
 
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
 	"github.com/tailor-autoscaler/tailor/provisioner/metrics"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
 )
@@ -31,14 +30,8 @@ var kube client.Client
 func TestMain(m *testing.M) {
 	log.SetLogger(logr.Discard())
 	os.Exit(testenv.Run(m, func(cfg *rest.Config) error {
-		s := runtime.NewScheme()
-		for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, karpv1.AddToScheme, awsv1.AddToScheme} {
-			if err := add(s); err != nil {
-				return err
-			}
-		}
 		var err error
-		kube, err = client.New(cfg, client.Options{Scheme: s})
+		kube, err = client.New(cfg, client.Options{Scheme: apischeme.New()})
 		return err
 	}))
 }

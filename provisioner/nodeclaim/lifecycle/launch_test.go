@@ -16,6 +16,7 @@ import (
 
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
 )
 
@@ -24,7 +25,7 @@ var kube client.Client
 func TestMain(m *testing.M) {
 	os.Exit(testenv.Run(m, func(cfg *rest.Config) error {
 		var err error
-		kube, err = client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+		kube, err = client.New(cfg, client.Options{Scheme: apischeme.New()})
 		return err
 	}))
 }

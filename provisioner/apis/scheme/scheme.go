@@ -1,0 +1,22 @@
+// Package scheme knows every kind Tailor's sidecar, its tests and tailorctl read and write:
+// Kubernetes' own, NodePools and NodeClaims (karpenter.sh/v1) and EC2NodeClasses
+// (karpenter.k8s.aws/v1).
+package scheme
+
+import (
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+)
+
+// New returns a scheme with Kubernetes' kinds and Tailor's.
+func New() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(karpv1.AddToScheme(s))
+	utilruntime.Must(awsv1.AddToScheme(s))
+	return s
+}

@@ -134,6 +134,20 @@ func (f *fixture) node(name, instanceType string, podCPU ...string) {
 	}
 }
 
+// initializeReplacement marks the n-th replacement launched Initialized, as the lifecycle
+// controller would once its node is ready.
+func (f *fixture) initializeReplacement(n int) {
+	f.t.Helper()
+	nc := &karpv1.NodeClaim{}
+	if err := kube.Get(f.ctx, client.ObjectKey{Name: fmt.Sprintf("%s-replacement-%d", f.prefix, n)}, nc); err != nil {
+		f.t.Fatal(err)
+	}
+	nodeclaim.SetCondition(nc, karpv1.ConditionTypeInitialized, metav1.ConditionTrue, "Initialized", "")
+	if err := kube.Status().Update(f.ctx, nc); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
 // ClusterInput builds the planner's view from the API server's NodeClaims and Nodes.
 func (f *fixture) ClusterInput(ctx context.Context) (packing.Input, error) {
 	in := packing.Input{NodePools: []packing.NodePool{{NodePool: f.pool, InstanceTypes: f.types}}}
@@ -235,14 +249,7 @@ func TestUnderusedNodesAreReplacedOnceTheReplacementIsUp(t *testing.T) {
 	if diff := cmp.Diff(map[string]string{"a": "cordoned", "b": "cordoned"}, f.state("a", "b")); diff != "" {
 		t.Fatalf("while the replacement is not initialized (-want +got):\n%s", diff)
 	}
-	replacement := &karpv1.NodeClaim{}
-	if err := kube.Get(f.ctx, client.ObjectKey{Name: f.prefix + "-replacement-1"}, replacement); err != nil {
-		t.Fatal(err)
-	}
-	nodeclaim.SetCondition(replacement, karpv1.ConditionTypeInitialized, metav1.ConditionTrue, "Initialized", "")
-	if err := kube.Status().Update(f.ctx, replacement); err != nil {
-		t.Fatal(err)
-	}
+	f.initializeReplacement(1)
 	f.pass()
 	if diff := cmp.Diff(map[string]string{"a": "deleted", "b": "deleted"}, f.state("a", "b")); diff != "" {
 		t.Errorf("once the replacement is up (-want +got):\n%s", diff)
@@ -289,14 +296,7 @@ func TestAReplacementWaitsOutDoNotDisruptAddedMeanwhile(t *testing.T) {
 	if err := kube.Update(f.ctx, node); err != nil {
 		t.Fatal(err)
 	}
-	replacement := &karpv1.NodeClaim{}
-	if err := kube.Get(f.ctx, client.ObjectKey{Name: f.prefix + "-replacement-1"}, replacement); err != nil {
-		t.Fatal(err)
-	}
-	nodeclaim.SetCondition(replacement, karpv1.ConditionTypeInitialized, metav1.ConditionTrue, "Initialized", "")
-	if err := kube.Status().Update(f.ctx, replacement); err != nil {
-		t.Fatal(err)
-	}
+	f.initializeReplacement(1)
 	f.pass()
 	if diff := cmp.Diff(map[string]string{"a": "kept", "b": "kept"}, f.state("a", "b")); diff != "" {
 		t.Errorf("after do-not-disrupt was set during the replacement (-want +got):\n%s", diff)

@@ -95,8 +95,9 @@ func Decide(c Cluster, budget Budget, opts Options) (Decision, bool) {
 	}
 	// Least used first (the least to move for the most capacity freed), then the dearest
 	// node (the most to save).
+	used := utilizations(c, candidates)
 	sort.SliceStable(candidates, func(i, j int) bool {
-		ui, uj := utilization(c, candidates[i]), utilization(c, candidates[j])
+		ui, uj := used[candidates[i].Node], used[candidates[j].Node]
 		if ui != uj {
 			return ui < uj
 		}
@@ -164,12 +165,12 @@ func empty(c Cluster, budget Budget) (Decision, bool) {
 	return d, true
 }
 
-// withinBudget keeps candidates, in order, while their NodePool's budget lasts, at most max.
-func withinBudget(candidates []Candidate, reason karpv1.DisruptionReason, budget Budget, max int) []Candidate {
+// withinBudget keeps candidates, in order, while their NodePool's budget lasts, at most limit.
+func withinBudget(candidates []Candidate, reason karpv1.DisruptionReason, budget Budget, limit int) []Candidate {
 	left := map[string]int{}
 	var out []Candidate
 	for _, cand := range candidates {
-		if len(out) == max {
+		if len(out) == limit {
 			break
 		}
 		n, seen := left[cand.NodePool]
@@ -252,30 +253,31 @@ func simulate(c Cluster, gone []Candidate) (packing.Plan, bool) {
 	return plan, len(plan.Unschedulable) == 0
 }
 
-// utilization is the larger of the CPU and memory share of the node its movable pods
-// request.
-func utilization(c Cluster, cand Candidate) float64 {
-	var alloc corev1.ResourceList
+// utilizations is, per candidate node, the larger of the CPU and memory share of the node
+// its movable pods request.
+func utilizations(c Cluster, candidates []Candidate) map[string]float64 {
+	allocatable := make(map[string]corev1.ResourceList, len(c.Nodes))
 	for _, n := range c.Nodes {
-		if n.Node.Name == cand.Node {
-			alloc = n.Node.Status.Allocatable
-			break
-		}
+		allocatable[n.Node.Name] = n.Node.Status.Allocatable
 	}
-	share := 0.0
-	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-		total := alloc[name]
-		if total.IsZero() {
-			continue
+	out := make(map[string]float64, len(candidates))
+	for _, cand := range candidates {
+		share := 0.0
+		for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			total := allocatable[cand.Node][name]
+			if total.IsZero() {
+				continue
+			}
+			used := 0.0
+			for _, p := range cand.Pods {
+				q := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})[name]
+				used += q.AsApproximateFloat64()
+			}
+			share = max(share, used/total.AsApproximateFloat64())
 		}
-		used := 0.0
-		for _, p := range cand.Pods {
-			q := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})[name]
-			used += q.AsApproximateFloat64()
-		}
-		share = max(share, used/total.AsApproximateFloat64())
+		out[cand.Node] = share
 	}
-	return share
+	return out
 }
 
 func allSpotClaims(ncs []packing.NewNodeClaim) bool {

@@ -387,7 +387,7 @@ func (c *Controller) revalidate(ctx context.Context, originals []Candidate) stri
 			return fmt.Sprintf("node %s is marked %s", o.Node, karpv1.DoNotDisruptAnnotationKey)
 		}
 		pods := &corev1.PodList{}
-		if err := c.kube.List(ctx, pods, client.MatchingFields{PodNodeNameIndex: o.Node}); err != nil {
+		if err := c.kube.List(ctx, pods, client.MatchingFields{nodeclaim.PodNodeNameIndex: o.Node}); err != nil {
 			return fmt.Sprintf("listing the pods of node %s: %v", o.Node, err)
 		}
 		for _, p := range pods.Items {
@@ -398,10 +398,6 @@ func (c *Controller) revalidate(ctx context.Context, originals []Candidate) stri
 	}
 	return ""
 }
-
-// PodNodeNameIndex is the field pods are listed by node with: a cache index of that name, or
-// the API server's own field selector.
-const PodNodeNameIndex = "spec.nodeName"
 
 // abort lifts the cordon of the originals; the replacements left, if any, are empty nodes
 // emptiness removes later.

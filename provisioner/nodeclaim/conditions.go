@@ -17,7 +17,16 @@ const (
 	NodeProviderIDIndex = "spec.providerID"
 	// NodeClaimProviderIDIndex indexes NodeClaims by status.providerID.
 	NodeClaimProviderIDIndex = "status.providerID"
+	// PodNodeNameIndex indexes pods by spec.nodeName: bound pods under their node's name,
+	// unbound pods under "". It answers like the API server's spec.nodeName field selector,
+	// so a client reads the same through the cache or straight from the server.
+	PodNodeNameIndex = "spec.nodeName"
 )
+
+// PodNodeName is the index function of PodNodeNameIndex.
+func PodNodeName(o client.Object) []string {
+	return []string{o.(*corev1.Pod).Spec.NodeName}
+}
 
 // NodeProviderID is the index function of NodeProviderIDIndex.
 func NodeProviderID(o client.Object) []string {

@@ -285,7 +285,7 @@ func indexes(ctx context.Context, mgr ctrl.Manager) error {
 	if err := idx.IndexField(ctx, &karpv1.NodeClaim{}, nodeclaim.NodeClaimProviderIDIndex, nodeclaim.NodeClaimProviderID); err != nil {
 		return fmt.Errorf("indexing NodeClaims: %w", err)
 	}
-	if err := idx.IndexField(ctx, &corev1.Pod{}, provisioning.PodNodeNameIndex, provisioning.PodNodeName); err != nil {
+	if err := idx.IndexField(ctx, &corev1.Pod{}, nodeclaim.PodNodeNameIndex, nodeclaim.PodNodeName); err != nil {
 		return fmt.Errorf("indexing pods: %w", err)
 	}
 	return nil

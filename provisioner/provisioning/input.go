@@ -19,16 +19,6 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/requirements"
 )
 
-// PodNodeNameIndex is the cache index of pods by spec.nodeName: bound pods under their
-// node's name, unbound pods under "". It answers like the API server's spec.nodeName field
-// selector, so the provisioner reads the same through the cache or straight from the server.
-const PodNodeNameIndex = "spec.nodeName"
-
-// PodNodeName is the index function of PodNodeNameIndex.
-func PodNodeName(o client.Object) []string {
-	return []string{o.(*corev1.Pod).Spec.NodeName}
-}
-
 // ReadKinds are the kinds the provisioner lists while planning. Their informers should be
 // started and synced before it serves, so that the first batch does not wait for them.
 func ReadKinds() []client.Object {
@@ -41,7 +31,7 @@ func ReadKinds() []client.Object {
 // unboundPods returns the pods not bound to a node, by UID.
 func (p *Provisioner) unboundPods(ctx context.Context) (map[types.UID]*corev1.Pod, error) {
 	list := &corev1.PodList{}
-	if err := p.kube.List(ctx, list, client.MatchingFields{PodNodeNameIndex: ""}); err != nil {
+	if err := p.kube.List(ctx, list, client.MatchingFields{nodeclaim.PodNodeNameIndex: ""}); err != nil {
 		return nil, fmt.Errorf("listing unbound pods: %w", err)
 	}
 	out := make(map[types.UID]*corev1.Pod, len(list.Items))
@@ -228,7 +218,7 @@ func (p *Provisioner) podsOf(ctx context.Context, nodeName string, nc *karpv1.No
 	var out []*corev1.Pod
 	if nodeName != "" {
 		bound := &corev1.PodList{}
-		if err := p.kube.List(ctx, bound, client.MatchingFields{PodNodeNameIndex: nodeName}); err != nil {
+		if err := p.kube.List(ctx, bound, client.MatchingFields{nodeclaim.PodNodeNameIndex: nodeName}); err != nil {
 			return nil, fmt.Errorf("listing pods of node %s: %w", nodeName, err)
 		}
 		for i := range bound.Items {

@@ -21,11 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
 )
-
-// PodNodeNameIndex is the field the Drainer selects a node's pods by: a cache index of that
-// name, or the API server's own field selector.
-const PodNodeNameIndex = "spec.nodeName"
 
 // Wave orders the pods of a node: a wave is evicted only once every earlier one is gone.
 type Wave int
@@ -73,7 +70,7 @@ type Drainer struct {
 	evictions rest.Interface
 }
 
-// New returns a Drainer. kube lists pods by PodNodeNameIndex; cs posts evictions.
+// New returns a Drainer. kube lists pods by nodeclaim.PodNodeNameIndex; cs posts evictions.
 func New(kube client.Client, cs kubernetes.Interface) *Drainer {
 	return &Drainer{kube: kube, evictions: cs.PolicyV1().RESTClient()}
 }
@@ -84,7 +81,7 @@ func New(kube client.Client, cs kubernetes.Interface) *Drainer {
 // again until the result is Done.
 func (d *Drainer) Drain(ctx context.Context, node string, deadline time.Time, now time.Time) (Result, error) {
 	pods := &corev1.PodList{}
-	if err := d.kube.List(ctx, pods, client.MatchingFields{PodNodeNameIndex: node}); err != nil {
+	if err := d.kube.List(ctx, pods, client.MatchingFields{nodeclaim.PodNodeNameIndex: node}); err != nil {
 		return Result{}, fmt.Errorf("listing pods of node %s: %w", node, err)
 	}
 	res := Result{Remaining: map[Wave]int{}, Blocked: map[string]string{}}

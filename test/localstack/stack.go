@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -660,13 +661,27 @@ func httpOK(url string, client *http.Client) func(context.Context) error {
 	}
 }
 
+// Listen ports of a stack are picked below Linux's ephemeral range (32768–60999): a port the
+// kernel handed out for listening is also one it hands out as the source port of outgoing
+// connections, so between this check and a component binding it, any client on the machine
+// could take it.
+const (
+	firstListenPort = 20000
+	lastListenPort  = 32767
+)
+
+// freePort returns a port no one listens on, picked at random below the ephemeral range.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
+	for range 100 {
+		port := firstListenPort + rand.IntN(lastListenPort-firstListenPort+1)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		_ = l.Close()
+		return port, nil
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, fmt.Errorf("finding a free port from %d to %d: none of 100 tried was free", firstListenPort, lastListenPort)
 }
 
 // state is what `tailor-dev down` and `env` need to find a detached stack.

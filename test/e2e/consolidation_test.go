@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 )
 
 // TestScaledDownCapacityIsConsolidated provisions twelve 1-CPU pods, scales them down to
@@ -133,14 +134,20 @@ func TestProvisioningAndConsolidationSettle(t *testing.T) {
 	}
 }
 
+// scale sets a Deployment's replicas, reading it again when the Deployment controller
+// updated it in between.
 func (e *env) scale(t *testing.T, deployment string, replicas int32) {
 	t.Helper()
-	scale, err := e.cs.AppsV1().Deployments("default").GetScale(e.ctx, deployment, metav1.GetOptions{})
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		scale, err := e.cs.AppsV1().Deployments("default").GetScale(e.ctx, deployment, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		scale.Spec.Replicas = replicas
+		_, err = e.cs.AppsV1().Deployments("default").UpdateScale(e.ctx, deployment, scale, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	scale.Spec.Replicas = replicas
-	if _, err := e.cs.AppsV1().Deployments("default").UpdateScale(e.ctx, deployment, scale, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
+		t.Fatalf("scaling Deployment %s to %d: %v", deployment, replicas, err)
 	}
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -73,6 +75,9 @@ type ControllerOptions struct {
 	MinNodeAge time.Duration
 	// ReplacementTimeout abandons a replacement that has not initialized by then.
 	ReplacementTimeout time.Duration
+	// MovedPodsHold keeps consolidation off nodes holding pods it moved, for this long
+	// after moving them, so that no pod moves twice in a row.
+	MovedPodsHold time.Duration
 }
 
 // Controller disrupts nodes, one decision at a time, while it leads.
@@ -90,6 +95,12 @@ type Controller struct {
 	stable map[string]stability
 	// pending is a replacement under way: its originals go once the replacements are up.
 	pending *command
+	// rest are the nodes the consolidation plan under way takes away in later passes.
+	rest map[string]bool
+	// moved is, per controller (ReplicaSet, StatefulSet, ...) whose pods consolidation
+	// evicted, when: the pods it creates after that are the moved pods, which stay put
+	// for MovedPodsHold.
+	moved map[types.UID]time.Time
 }
 
 type stability struct {
@@ -106,7 +117,8 @@ type command struct {
 
 // NewController returns a Controller.
 func NewController(kube client.Client, cluster ClusterReader, launcher Launcher, planned Planned, recorder record.EventRecorder, clk clock.Clock, opts ControllerOptions) *Controller {
-	return &Controller{kube: kube, cluster: cluster, launcher: launcher, planned: planned, recorder: recorder, clock: clk, opts: opts, stable: map[string]stability{}}
+	return &Controller{kube: kube, cluster: cluster, launcher: launcher, planned: planned, recorder: recorder, clock: clk, opts: opts,
+		stable: map[string]stability{}, moved: map[types.UID]time.Time{}}
 }
 
 // NeedLeaderElection: only the leader disrupts.
@@ -143,8 +155,12 @@ func (c *Controller) Pass(ctx context.Context) error {
 		return err
 	}
 	d, ok := Decide(cluster, budget, c.opts.Options)
+	c.rest = map[string]bool{}
 	if !ok {
 		return nil
+	}
+	for _, n := range d.Rest {
+		c.rest[n] = true
 	}
 	return c.execute(ctx, d)
 }
@@ -167,6 +183,11 @@ func (c *Controller) view(ctx context.Context, in packing.Input) (Cluster, Budge
 	pools := map[string]*packing.NodePool{}
 	for i := range in.NodePools {
 		pools[in.NodePools[i].NodePool.Name] = &in.NodePools[i]
+	}
+	for owner, at := range c.moved {
+		if now.Sub(at) >= c.opts.MovedPodsHold {
+			delete(c.moved, owner)
+		}
 	}
 	cluster := Cluster{Nodes: in.Nodes, NodePools: in.NodePools, DaemonSets: in.DaemonSets, Volumes: in.Volumes}
 	seen := map[string]bool{}
@@ -219,8 +240,10 @@ func (c *Controller) candidate(n packing.Node, pools map[string]*packing.NodePoo
 		CapacityType: n.Node.Labels[karpv1.CapacityTypeLabelKey],
 		Price:        offeringPrice(pool, n.Node.Labels),
 		Drifted:      nodeclaim.IsTrue(nc, karpv1.ConditionTypeDrifted),
+		Planned:      c.rest[n.Node.Name],
 	}
 	digest := fnv.New64a()
+	holdsMoved := false
 	for _, p := range n.Pods {
 		if p.Annotations[karpv1.DoNotDisruptAnnotationKey] == "true" {
 			return Candidate{}, false
@@ -228,6 +251,7 @@ func (c *Controller) candidate(n packing.Node, pools map[string]*packing.NodePoo
 		if movable(p) {
 			cand.Pods = append(cand.Pods, p)
 			_, _ = digest.Write([]byte(p.Namespace + "/" + p.Name + "/" + string(p.UID) + ";"))
+			holdsMoved = holdsMoved || c.wasMoved(p)
 		}
 	}
 	st, ok := c.stable[cand.Node]
@@ -238,9 +262,20 @@ func (c *Controller) candidate(n packing.Node, pools map[string]*packing.NodePoo
 	disruption := pool.NodePool.Spec.Disruption
 	if after := disruption.ConsolidateAfter.Duration; after != nil && now.Sub(st.since) >= *after {
 		cand.MayRemoveEmpty = true
-		cand.MayConsolidate = disruption.ConsolidationPolicy != karpv1.ConsolidationPolicyWhenEmpty
+		cand.MayConsolidate = disruption.ConsolidationPolicy != karpv1.ConsolidationPolicyWhenEmpty && !holdsMoved
 	}
 	return cand, true
+}
+
+// wasMoved reports whether a pod took the place of one consolidation evicted: its
+// controller lost pods to consolidation before the pod was created.
+func (c *Controller) wasMoved(p *corev1.Pod) bool {
+	owner := metav1.GetControllerOf(p)
+	if owner == nil {
+		return false
+	}
+	at, ok := c.moved[owner.UID]
+	return ok && !p.CreationTimestamp.Time.Before(at.Truncate(time.Second))
 }
 
 // movable reports whether a pod must find another node when its node goes: not a DaemonSet
@@ -301,7 +336,7 @@ func (c *Controller) Prelaunch(ctx context.Context, nodeClaim string) error {
 	if gone == nil || len(gone.Pods) == 0 {
 		return nil
 	}
-	plan, _ := simulate(Cluster{Nodes: in.Nodes, NodePools: in.NodePools, DaemonSets: in.DaemonSets, Volumes: in.Volumes}, []Candidate{*gone})
+	plan, _ := simulate(Cluster{Nodes: in.Nodes, NodePools: in.NodePools, DaemonSets: in.DaemonSets, Volumes: in.Volumes}, []Candidate{*gone}, nil)
 	for _, r := range plan.NewNodeClaims {
 		nc, err := c.launcher.Launch(ctx, r)
 		if err != nil {
@@ -414,9 +449,19 @@ func (c *Controller) abort(ctx context.Context, why string) error {
 	return nil
 }
 
-// deleteOriginals deletes the NodeClaims of the originals: termination drains them.
+// deleteOriginals deletes the NodeClaims of the originals: termination drains them. The
+// controllers of their pods are remembered, so the pods they make up for the ones evicted
+// are not moved again soon.
 func (c *Controller) deleteOriginals(ctx context.Context, d Decision) error {
 	savingsTotal.WithLabelValues(string(d.Reason)).Add(d.Savings)
+	now := c.clock.Now()
+	for _, o := range d.Originals {
+		for _, p := range o.Pods {
+			if owner := metav1.GetControllerOf(p); owner != nil {
+				c.moved[owner.UID] = now
+			}
+		}
+	}
 	for _, o := range d.Originals {
 		nc := &karpv1.NodeClaim{}
 		if err := c.kube.Get(ctx, client.ObjectKey{Name: o.NodeClaim}, nc); err != nil {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
@@ -324,5 +325,53 @@ func TestPrelaunchLaunchesRoomForTheInterruptedNodesPods(t *testing.T) {
 	}
 	if diff := cmp.Diff(map[string]string{"spot": "kept", "idle": "kept", "busy": "kept"}, f.state("spot", "idle", "busy")); diff != "" {
 		t.Errorf("Prelaunch touched nodes (-want +got):\n%s", diff)
+	}
+}
+
+func TestPodsMovedByConsolidationAreNotMovedAgainWithinTheHold(t *testing.T) {
+	f := newFixture(t, "hold")
+	f.ctrl.opts.MovedPodsHold = time.Hour
+	web := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web", UID: "uid-rs-web", Controller: ptr.To(true)}
+	f.node("a", "big.2xlarge", "500m")
+	f.pods[f.prefix+"-a"][0].OwnerReferences = []metav1.OwnerReference{web}
+	f.node("b", "big.2xlarge", "1")
+	in, err := f.ClusterInput(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster, _, err := f.ctrl.view(f.ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a Candidate
+	for _, cand := range cluster.Candidates {
+		if cand.Node == f.prefix+"-a" {
+			a = cand
+		}
+	}
+	if err := f.ctrl.execute(f.ctx, Decision{Reason: karpv1.DisruptionReasonUnderutilized, Originals: []Candidate{a}}); err != nil {
+		t.Fatal(err)
+	}
+	// The ReplicaSet makes up for the evicted pod; the scheduler puts it on b.
+	f.clock.Step(time.Second)
+	moved := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-2", UID: "uid-web-2", OwnerReferences: []metav1.OwnerReference{web},
+			CreationTimestamp: metav1.NewTime(f.clock.Now())},
+		Spec: corev1.PodSpec{NodeName: f.prefix + "-b", Containers: []corev1.Container{{Name: "app", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("1Gi")},
+		}}}},
+	}
+	f.pods[f.prefix+"-b"] = append(f.pods[f.prefix+"-b"], moved)
+	f.pass()
+	if diff := cmp.Diff(map[string]string{"a": "deleted", "b": "kept"}, f.state("a", "b")); diff != "" {
+		t.Errorf("within the hold (-want +got):\n%s", diff)
+	}
+	if f.launched != 0 {
+		t.Errorf("launched %d replacements for a node holding a moved pod, want 0", f.launched)
+	}
+	f.clock.Step(time.Hour)
+	f.pass()
+	if diff := cmp.Diff(map[string]string{"b": "cordoned"}, f.state("b")); diff != "" {
+		t.Errorf("after the hold, b is replaced by a smaller node (-want +got):\n%s", diff)
 	}
 }

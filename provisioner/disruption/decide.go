@@ -6,6 +6,7 @@
 package disruption
 
 import (
+	"slices"
 	"sort"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -33,6 +34,9 @@ type Candidate struct {
 	// WhenEmptyOrUnderutilized), and consolidating it while pods run on it
 	// (WhenEmptyOrUnderutilized).
 	MayRemoveEmpty, MayConsolidate bool
+	// Planned marks a node a consolidation under way takes away in a later pass: pods that
+	// move keep off it.
+	Planned bool
 }
 
 // Cluster is what a decision is made on.
@@ -59,6 +63,8 @@ type Decision struct {
 	Placements []packing.Placement
 	// Savings is the hourly price saved: the originals' less the replacements'.
 	Savings float64
+	// Rest are the nodes the consolidation plan takes away in later passes.
+	Rest []string
 }
 
 // Options tune decisions.
@@ -68,12 +74,12 @@ type Options struct {
 	SpotToSpotSavings float64
 	// MaxMultiNode caps the nodes one consolidation takes away together.
 	MaxMultiNode int
-	// MaxSingleNode caps the single-node consolidations tried in one decision.
-	MaxSingleNode int
+	// MaxCandidates caps the nodes a consolidation plan considers, least used first.
+	MaxCandidates int
 }
 
 // DefaultOptions are the defaults of the sidecar's flags.
-var DefaultOptions = Options{SpotToSpotSavings: 0.2, MaxMultiNode: 100, MaxSingleNode: 100}
+var DefaultOptions = Options{SpotToSpotSavings: 0.2, MaxMultiNode: 100, MaxCandidates: 500}
 
 // Budget says how many more nodes of a NodePool may be disrupted for a reason.
 type Budget func(nodePool string, reason karpv1.DisruptionReason) int
@@ -106,19 +112,21 @@ func Decide(c Cluster, budget Budget, opts Options) (Decision, bool) {
 		}
 		return candidates[i].Node < candidates[j].Node
 	})
-	within := withinBudget(candidates, karpv1.DisruptionReasonUnderutilized, budget, opts.MaxMultiNode)
-	if d, ok := multiNode(c, within, opts); ok {
-		return d, true
+	c.Nodes = fullestFirst(c)
+	return consolidation(c, candidates, budget, opts)
+}
+
+// fullestFirst orders the nodes by how much of them their pods use, most first: pods that
+// move fill the fullest nodes that take them, which are the last to be consolidated.
+func fullestFirst(c Cluster) []packing.Node {
+	all := make([]Candidate, len(c.Nodes))
+	for i, n := range c.Nodes {
+		all[i] = Candidate{Node: n.Node.Name, Pods: n.Pods}
 	}
-	for i, cand := range within {
-		if i == opts.MaxSingleNode {
-			break
-		}
-		if d, ok := consolidate(c, []Candidate{cand}, opts); ok {
-			return d, true
-		}
-	}
-	return Decision{}, false
+	used := utilizations(c, all)
+	nodes := slices.Clone(c.Nodes)
+	sort.SliceStable(nodes, func(i, j int) bool { return used[nodes[i].Node.Name] > used[nodes[j].Node.Name] })
+	return nodes
 }
 
 // drift replaces the first drifted node the budget allows: its pods go to other nodes or to
@@ -132,7 +140,7 @@ func drift(c Cluster, budget Budget) (Decision, bool) {
 	}
 	sort.Slice(drifted, func(i, j int) bool { return drifted[i].Node < drifted[j].Node })
 	for _, cand := range withinBudget(drifted, karpv1.DisruptionReasonDrifted, budget, 1) {
-		plan, ok := simulate(c, []Candidate{cand})
+		plan, ok := simulate(c, []Candidate{cand}, nil)
 		if !ok {
 			continue
 		}
@@ -187,29 +195,77 @@ func withinBudget(candidates []Candidate, reason karpv1.DisruptionReason, budget
 	return out
 }
 
-// multiNode finds the longest prefix of candidates (two or more) that consolidates, by
-// binary search on its length.
-func multiNode(c Cluster, candidates []Candidate, opts Options) (Decision, bool) {
-	var best Decision
-	found := false
-	lo, hi := 2, len(candidates)
-	for lo <= hi {
-		mid := (lo + hi) / 2
-		if d, ok := consolidate(c, candidates[:mid], opts); ok {
-			best, found = d, true
-			lo = mid + 1
-		} else {
-			hi = mid - 1
+// consolidation carries out a plan of which underutilized nodes the cluster can do
+// without: the plan under way (the candidates marked Planned), or a new one. It takes away
+// now what the budgets allow and moves their pods only onto nodes outside the plan, so no
+// pod moves again as the rest of the plan goes in later passes.
+func consolidation(c Cluster, candidates []Candidate, budget Budget, opts Options) (Decision, bool) {
+	var planned []Candidate
+	for _, cand := range candidates {
+		if cand.Planned {
+			planned = append(planned, cand)
 		}
 	}
-	return best, found
+	if len(planned) > 0 {
+		if d, ok := takeNow(c, planned, budget, opts); ok {
+			return d, true
+		}
+	}
+	return takeNow(c, plan(c, candidates, opts), budget, opts)
+}
+
+// plan grows the set of nodes to take away in candidate order: a node joins when the set
+// with it still consolidates and saves more than without it.
+func plan(c Cluster, candidates []Candidate, opts Options) []Candidate {
+	var set []Candidate
+	saved := 0.0
+	for i, cand := range candidates {
+		if i == opts.MaxCandidates {
+			break
+		}
+		next := append(slices.Clip(set), cand)
+		if d, ok := consolidate(c, next, nil, opts); ok && d.Savings > saved {
+			set, saved = next, d.Savings
+		}
+	}
+	return set
+}
+
+// takeNow consolidates the first nodes of the plan its budgets allow, as many as still
+// consolidate together, keeping pods off the rest of the plan. The decision's Rest is
+// what of the plan is left.
+func takeNow(c Cluster, set []Candidate, budget Budget, opts Options) (Decision, bool) {
+	now := withinBudget(set, karpv1.DisruptionReasonUnderutilized, budget, opts.MaxMultiNode)
+	taken := map[string]bool{}
+	for _, cand := range now {
+		taken[cand.Node] = true
+	}
+	later := map[string]bool{}
+	for _, cand := range set {
+		if !taken[cand.Node] {
+			later[cand.Node] = true
+		}
+	}
+	for len(now) > 0 {
+		if d, ok := consolidate(c, now, later, opts); ok {
+			for _, cand := range set {
+				if later[cand.Node] {
+					d.Rest = append(d.Rest, cand.Node)
+				}
+			}
+			return d, true
+		}
+		later[now[len(now)-1].Node] = true
+		now = now[:len(now)-1]
+	}
+	return Decision{}, false
 }
 
 // consolidate checks whether taking the nodes away saves money: their pods fit on the
 // other nodes, or on those plus fewer replacements (one for a single node) that cost less
 // than the nodes taken away.
-func consolidate(c Cluster, nodes []Candidate, opts Options) (Decision, bool) {
-	plan, ok := simulate(c, nodes)
+func consolidate(c Cluster, nodes []Candidate, later map[string]bool, opts Options) (Decision, bool) {
+	plan, ok := simulate(c, nodes, later)
 	if !ok || len(plan.NewNodeClaims) > max(1, len(nodes)-1) {
 		return Decision{}, false
 	}
@@ -233,7 +289,7 @@ func consolidate(c Cluster, nodes []Candidate, opts Options) (Decision, bool) {
 
 // simulate plans the pods of the nodes taken away onto the rest of the cluster and new
 // NodeClaims; false when some pod would have nowhere to go.
-func simulate(c Cluster, gone []Candidate) (packing.Plan, bool) {
+func simulate(c Cluster, gone []Candidate, later map[string]bool) (packing.Plan, bool) {
 	away := map[string]bool{}
 	in := packing.Input{NodePools: c.NodePools, DaemonSets: c.DaemonSets, Volumes: c.Volumes}
 	for _, g := range gone {
@@ -245,16 +301,20 @@ func simulate(c Cluster, gone []Candidate) (packing.Plan, bool) {
 		}
 	}
 	for _, n := range c.Nodes {
-		if !away[n.Node.Name] {
-			in.Nodes = append(in.Nodes, n)
+		if away[n.Node.Name] {
+			continue
 		}
+		if later[n.Node.Name] {
+			n.Schedulable = false
+		}
+		in.Nodes = append(in.Nodes, n)
 	}
 	plan := packing.Solve(in)
 	return plan, len(plan.Unschedulable) == 0
 }
 
-// utilizations is, per candidate node, the larger of the CPU and memory share of the node
-// its movable pods request.
+// utilizations is, per candidate node, the largest share of any of the node's allocatable
+// resources (CPU, memory, GPUs, ...) its movable pods request.
 func utilizations(c Cluster, candidates []Candidate) map[string]float64 {
 	allocatable := make(map[string]corev1.ResourceList, len(c.Nodes))
 	for _, n := range c.Nodes {
@@ -262,18 +322,20 @@ func utilizations(c Cluster, candidates []Candidate) map[string]float64 {
 	}
 	out := make(map[string]float64, len(candidates))
 	for _, cand := range candidates {
+		requested := corev1.ResourceList{}
+		for _, p := range cand.Pods {
+			for name, q := range resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}) {
+				sum := requested[name]
+				sum.Add(q)
+				requested[name] = sum
+			}
+		}
 		share := 0.0
-		for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		for name, used := range requested {
 			total := allocatable[cand.Node][name]
-			if total.IsZero() {
-				continue
+			if !total.IsZero() {
+				share = max(share, used.AsApproximateFloat64()/total.AsApproximateFloat64())
 			}
-			used := 0.0
-			for _, p := range cand.Pods {
-				q := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})[name]
-				used += q.AsApproximateFloat64()
-			}
-			share = max(share, used/total.AsApproximateFloat64())
 		}
 		out[cand.Node] = share
 	}

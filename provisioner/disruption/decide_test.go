@@ -15,11 +15,7 @@ import (
 
 // decideCluster is a NodePool of two machine sizes (spot and on-demand) and nodes given as
 // name, instance type, capacity type and the CPU requests of their pods.
-func decideCluster(nodes ...struct {
-	name, instanceType, capacityType string
-	drifted                          bool
-	pods                             []string
-}) Cluster {
+func decideCluster(nodes ...node) Cluster {
 	types := []*cloudprovider.InstanceType{instanceType("big.2xlarge", 8, 1.0), instanceType("small.xlarge", 4, 0.2)}
 	for _, it := range types {
 		it.Offerings = append(it.Offerings, cloudprovider.Offering{Zone: "us-east-1a", CapacityType: karpv1.CapacityTypeSpot, Price: it.Offerings[0].Price * 0.9, Available: true})
@@ -37,7 +33,7 @@ func decideCluster(nodes ...struct {
 			karpv1.CapacityTypeLabelKey: n.capacityType, corev1.LabelArchStable: "amd64", corev1.LabelOSStable: "linux", karpv1.NodePoolLabelKey: "general"}
 		node := packing.Node{Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name, Labels: labels}, Status: corev1.NodeStatus{Allocatable: it.Allocatable()}}, Schedulable: true}
 		price := offeringPrice(&c.NodePools[0], labels)
-		cand := Candidate{Node: n.name, NodeClaim: n.name, NodePool: "general", Price: price, CapacityType: n.capacityType, Drifted: n.drifted, MayRemoveEmpty: true, MayConsolidate: true}
+		cand := Candidate{Node: n.name, NodeClaim: n.name, NodePool: "general", Price: price, CapacityType: n.capacityType, Drifted: n.drifted, Planned: n.planned, MayRemoveEmpty: true, MayConsolidate: true}
 		for i, cpu := range n.pods {
 			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: n.name + "-" + string(rune('a'+i))}, Spec: corev1.PodSpec{NodeName: n.name,
 				Containers: []corev1.Container{{Name: "app", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}}}
@@ -50,17 +46,22 @@ func decideCluster(nodes ...struct {
 	return c
 }
 
+// node is a node of a test cluster: planned marks it left for later by a consolidation
+// under way.
 type node = struct {
 	name, instanceType, capacityType string
-	drifted                          bool
+	drifted, planned                 bool
 	pods                             []string
 }
 
-// summary is what a decision does, in a comparable form.
+// summary is what a decision does, in a comparable form: Targets are the nodes that take
+// pods, Rest what the consolidation plan leaves for later.
 type summary struct {
 	Reason       karpv1.DisruptionReason
 	Originals    []string
 	Replacements []string
+	Targets      []string
+	Rest         []string
 }
 
 func summarize(d Decision, ok bool) *summary {
@@ -71,11 +72,16 @@ func summarize(d Decision, ok bool) *summary {
 	for _, r := range d.Replacements {
 		s.Replacements = append(s.Replacements, r.Cheapest.CapacityType+" "+r.Cheapest.InstanceType)
 	}
+	for _, p := range d.Placements {
+		s.Targets = append(s.Targets, p.Node.Node.Name)
+	}
+	s.Rest = d.Rest
 	return s
 }
 
 func TestDecide(t *testing.T) {
 	all := func(string, karpv1.DisruptionReason) int { return 10 }
+	one := func(string, karpv1.DisruptionReason) int { return 1 }
 	tests := []struct {
 		name   string
 		nodes  []node
@@ -93,7 +99,7 @@ func TestDecide(t *testing.T) {
 			name:   "a drifted node goes first; its pods move to room elsewhere",
 			nodes:  []node{{name: "old", instanceType: "small.xlarge", capacityType: "on-demand", drifted: true, pods: []string{"3"}}, {name: "idle", instanceType: "small.xlarge", capacityType: "on-demand"}},
 			budget: all,
-			want:   &summary{Reason: karpv1.DisruptionReasonDrifted, Originals: []string{"old"}},
+			want:   &summary{Reason: karpv1.DisruptionReasonDrifted, Originals: []string{"old"}, Targets: []string{"idle"}},
 		},
 		{
 			name:  "a drifted node waits while its budget for drift is spent; the empty node goes",
@@ -110,7 +116,7 @@ func TestDecide(t *testing.T) {
 			name:   "pods that fit on another node: the underused node is deleted",
 			nodes:  []node{{name: "a", instanceType: "big.2xlarge", capacityType: "on-demand", pods: []string{"4"}}, {name: "b", instanceType: "big.2xlarge", capacityType: "on-demand", pods: []string{"1"}}},
 			budget: all,
-			want:   &summary{Reason: karpv1.DisruptionReasonUnderutilized, Originals: []string{"b"}},
+			want:   &summary{Reason: karpv1.DisruptionReasonUnderutilized, Originals: []string{"b"}, Targets: []string{"a"}},
 		},
 		{
 			name:   "two underused big nodes become one small one",
@@ -119,10 +125,27 @@ func TestDecide(t *testing.T) {
 			want:   &summary{Reason: karpv1.DisruptionReasonUnderutilized, Originals: []string{"a", "b"}, Replacements: []string{"spot small.xlarge"}},
 		},
 		{
+			name: "a plan larger than the budget: the least used node goes now; its pod keeps off the nodes the plan takes later, onto a small new node",
+			nodes: []node{{name: "a", instanceType: "big.2xlarge", capacityType: "on-demand", pods: []string{"1"}},
+				{name: "b", instanceType: "big.2xlarge", capacityType: "on-demand", pods: []string{"1500m"}},
+				{name: "c", instanceType: "big.2xlarge", capacityType: "on-demand", pods: []string{"5"}}},
+			budget: one,
+			want: &summary{Reason: karpv1.DisruptionReasonUnderutilized, Originals: []string{"a"}, Replacements: []string{"spot small.xlarge"},
+				Rest: []string{"b", "c"}},
+		},
+		{
+			name: "a plan under way goes on where it left off",
+			nodes: []node{{name: "a", instanceType: "big.2xlarge", capacityType: "on-demand", pods: []string{"1"}},
+				{name: "b", instanceType: "big.2xlarge", capacityType: "on-demand", planned: true, pods: []string{"1500m"}},
+				{name: "c", instanceType: "big.2xlarge", capacityType: "on-demand", pods: []string{"5"}}},
+			budget: one,
+			want:   &summary{Reason: karpv1.DisruptionReasonUnderutilized, Originals: []string{"b"}, Targets: []string{"c"}},
+		},
+		{
 			name:   "a spot node is not replaced by spot for a saving under the threshold",
 			nodes:  []node{{name: "s", instanceType: "small.xlarge", capacityType: "spot", pods: []string{"3"}}},
 			budget: all,
-			opts:   Options{SpotToSpotSavings: 0.99, MaxMultiNode: 100, MaxSingleNode: 100},
+			opts:   Options{SpotToSpotSavings: 0.99, MaxMultiNode: 100, MaxCandidates: 500},
 		},
 		{
 			name:   "a node whose pods fit nowhere cheaper stays",

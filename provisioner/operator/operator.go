@@ -67,6 +67,8 @@ type Options struct {
 	// fraction of price a spot replacement of spot nodes must save.
 	DisruptionInterval time.Duration
 	SpotToSpotSavings  float64
+	// MovedPodsHold keeps consolidation off nodes holding pods it moved, for this long.
+	MovedPodsHold time.Duration
 	// IsolatedVPC means the sidecar cannot reach the Pricing and EKS APIs: on-demand prices
 	// come from the embedded catalog, and endpoint, CA bundle and service CIDR must be given.
 	IsolatedVPC bool
@@ -111,6 +113,9 @@ func (o *Options) Validate() error {
 	}
 	if o.SpotToSpotSavings < 0 || o.SpotToSpotSavings >= 1 {
 		errs = append(errs, fmt.Errorf("--spot-to-spot-savings (%v) must be a fraction from 0 up to, not including, 1", o.SpotToSpotSavings))
+	}
+	if o.MovedPodsHold < 0 {
+		errs = append(errs, fmt.Errorf("--moved-pods-hold (%s) must not be negative; 0 lets consolidation move pods again at once", o.MovedPodsHold))
 	}
 	if o.IsolatedVPC && (o.ClusterEndpoint == "" || o.ClusterCABundle == "" || o.ServiceCIDR == "") {
 		errs = append(errs, errors.New("--isolated-vpc needs --cluster-endpoint, --cluster-ca-bundle and --service-cidr: EKS DescribeCluster cannot be called to discover them"))
@@ -177,6 +182,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	prov := provisioning.New(mgr.GetClient(), provider, tracker, batches, recorder)
 	disruptionOpts := disruption.ControllerOptions{
 		Options: disruption.DefaultOptions, Interval: opts.DisruptionInterval, MinNodeAge: opts.BatchMax, ReplacementTimeout: 10 * time.Minute,
+		MovedPodsHold: opts.MovedPodsHold,
 	}
 	disruptionOpts.SpotToSpotSavings = opts.SpotToSpotSavings
 	disruptions := disruption.NewController(mgr.GetClient(), prov, prov, tracker, recorder, clk, disruptionOpts)

@@ -24,6 +24,8 @@ func TestValidateNamesTheFlagToFix(t *testing.T) {
 		{name: "no disruption interval", change: func(o *Options) { o.DisruptionInterval = 0 }, want: "--disruption-interval (0s) must be positive"},
 		{name: "spot savings of 100%", change: func(o *Options) { o.SpotToSpotSavings = 1 },
 			want: "--spot-to-spot-savings (1) must be a fraction from 0 up to, not including, 1"},
+		{name: "a negative moved-pods hold", change: func(o *Options) { o.MovedPodsHold = -time.Minute },
+			want: "--moved-pods-hold (-1m0s) must not be negative; 0 lets consolidation move pods again at once"},
 		{name: "an isolated VPC without cluster settings", change: func(o *Options) { o.IsolatedVPC = true },
 			want: "--isolated-vpc needs --cluster-endpoint, --cluster-ca-bundle and --service-cidr: EKS DescribeCluster cannot be called to discover them"},
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -26,6 +27,11 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 )
+
+// PlannedTaint marks the nodes a consolidation plan takes away in later passes. Being
+// PreferNoSchedule, it keeps the pods that replace evicted ones off them where other nodes
+// fit, so those pods are not moved again when the rest of the plan goes.
+var PlannedTaint = corev1.Taint{Key: "tailor.sh/consolidation-planned", Effect: corev1.TaintEffectPreferNoSchedule}
 
 // Event reasons.
 const (
@@ -156,13 +162,33 @@ func (c *Controller) Pass(ctx context.Context) error {
 	}
 	d, ok := Decide(cluster, budget, c.opts.Options)
 	c.rest = map[string]bool{}
-	if !ok {
-		return nil
-	}
 	for _, n := range d.Rest {
 		c.rest[n] = true
 	}
+	if err := c.markPlanned(ctx, in.Nodes); err != nil {
+		return err
+	}
+	if !ok {
+		return nil
+	}
 	return c.execute(ctx, d)
+}
+
+// markPlanned puts PlannedTaint on the nodes the plan takes later and lifts it from the
+// others.
+func (c *Controller) markPlanned(ctx context.Context, nodes []packing.Node) error {
+	for _, n := range nodes {
+		has := slices.ContainsFunc(n.Node.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&PlannedTaint) })
+		if want := c.rest[n.Node.Name]; has != want {
+			err := c.withNode(ctx, n.Node.Name, func(ctx context.Context, kube client.Client, node *corev1.Node) error {
+				return nodeclaim.SetTaint(ctx, kube, node, PlannedTaint, want)
+			})
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // view turns the planner's input into candidates and budgets.

@@ -375,3 +375,48 @@ func TestPodsMovedByConsolidationAreNotMovedAgainWithinTheHold(t *testing.T) {
 		t.Errorf("after the hold, b is replaced by a smaller node (-want +got):\n%s", diff)
 	}
 }
+
+func TestNodesThePlanTakesLaterArePreferredAgainst(t *testing.T) {
+	f := newFixture(t, "planned")
+	f.setBudget("1")
+	f.node("a", "big.2xlarge", "1")
+	f.node("b", "big.2xlarge", "1500m")
+	f.node("c", "big.2xlarge", "5")
+	f.pass()
+	if diff := cmp.Diff(map[string]string{"a": "deleted", "b": "kept", "c": "kept"}, f.state("a", "b", "c")); diff != "" {
+		t.Errorf("a plan of a and b with a budget of one node (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]bool{"a": false, "b": true, "c": false}, f.plannedTaints("a", "b", "c")); diff != "" {
+		t.Errorf("PlannedTaint while a goes and the plan takes b later (-want +got):\n%s", diff)
+	}
+	f.setBudget("0")
+	f.pass()
+	if diff := cmp.Diff(map[string]bool{"b": false, "c": false}, f.plannedTaints("b", "c")); diff != "" {
+		t.Errorf("PlannedTaint once nothing may be disrupted (-want +got):\n%s", diff)
+	}
+}
+
+func (f *fixture) setBudget(nodes string) {
+	f.t.Helper()
+	f.pool.Spec.Disruption.Budgets = []karpv1.Budget{{Nodes: nodes}}
+	if err := kube.Update(f.ctx, f.pool); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// plannedTaints says, per node of the fixture, whether it carries PlannedTaint.
+func (f *fixture) plannedTaints(names ...string) map[string]bool {
+	f.t.Helper()
+	out := map[string]bool{}
+	for _, name := range names {
+		node := &corev1.Node{}
+		if err := kube.Get(f.ctx, client.ObjectKey{Name: f.prefix + "-" + name}, node); err != nil {
+			f.t.Fatal(err)
+		}
+		out[name] = false
+		for _, t := range node.Spec.Taints {
+			out[name] = out[name] || t.MatchTaint(&PlannedTaint)
+		}
+	}
+	return out
+}

@@ -29,36 +29,38 @@ func NodeOf(ctx context.Context, kube client.Reader, nc *karpv1.NodeClaim) (*cor
 // Cordon taints the node karpenter.sh/disrupted:NoSchedule, so nothing new lands on it while
 // it is taken away; Uncordon lifts the taint. Both do nothing when there is nothing to do.
 func Cordon(ctx context.Context, kube client.Client, node *corev1.Node) error {
-	return setDisrupted(ctx, kube, node, true)
+	return SetTaint(ctx, kube, node, karpv1.DisruptedNoScheduleTaint, true)
 }
 
 // Uncordon lifts the taint Cordon sets.
 func Uncordon(ctx context.Context, kube client.Client, node *corev1.Node) error {
-	return setDisrupted(ctx, kube, node, false)
+	return SetTaint(ctx, kube, node, karpv1.DisruptedNoScheduleTaint, false)
 }
 
-func setDisrupted(ctx context.Context, kube client.Client, node *corev1.Node, disrupted bool) error {
+// SetTaint adds the taint to the node (present) or removes it, patching the node only when
+// that changes something.
+func SetTaint(ctx context.Context, kube client.Client, node *corev1.Node, taint corev1.Taint, present bool) error {
 	var taints []corev1.Taint
 	has := false
 	for _, t := range node.Spec.Taints {
-		if t.MatchTaint(&karpv1.DisruptedNoScheduleTaint) {
+		if t.MatchTaint(&taint) {
 			has = true
-			if !disrupted {
+			if !present {
 				continue
 			}
 		}
 		taints = append(taints, t)
 	}
-	if has == disrupted {
+	if has == present {
 		return nil
 	}
 	patch := client.MergeFrom(node.DeepCopy())
-	if disrupted {
-		taints = append(taints, karpv1.DisruptedNoScheduleTaint)
+	if present {
+		taints = append(taints, taint)
 	}
 	node.Spec.Taints = taints
 	if err := kube.Patch(ctx, node, patch); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("setting the disruption taint of node %s: %w", node.Name, err)
+		return fmt.Errorf("setting taint %s:%s of node %s: %w", taint.Key, taint.Effect, node.Name, err)
 	}
 	return nil
 }

@@ -13,6 +13,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +28,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/interpodaffinity"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/podtopologyspread"
+	"k8s.io/utils/clock"
 
 	"github.com/tailor-autoscaler/tailor/plugin/apis/config"
 	"github.com/tailor-autoscaler/tailor/plugin/apis/config/validation"
@@ -48,7 +51,20 @@ type NodeProvisioning struct {
 	handle      framework.Handle
 	args        *config.NodeProvisioningArgs
 	provisioner provisioner
+	// clock is the real clock unless a test sets one.
+	clock clock.PassiveClock
+
+	mu sync.Mutex
+	// waitingSince is, per pod whose initialized planned node waits for the pods planned
+	// with it, since when.
+	waitingSince map[types.UID]time.Time
 }
+
+// planWaitLimit bounds how long a pod waits on its initialized planned node for the pods
+// planned with it. Those bind within seconds; a wait this long cannot end (the domains the
+// scheduler counts changed since the plan was made, say a node registered in another zone),
+// and the pod is planned again.
+const planWaitLimit = 30 * time.Second
 
 var (
 	_ framework.PostFilterPlugin = &NodeProvisioning{}
@@ -142,6 +158,10 @@ func (pl *NodeProvisioning) PostFilter(ctx context.Context, _ fwk.CycleState, po
 			return framework.NewPostFilterResultWithNominatedNode(n.NodeName),
 				fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: waiting for node %s of NodeClaim %s", Name, n.NodeName, n.NodeClaim))
 		case nodeWaitsForPlan:
+			if pl.waitedTooLong(pod.UID) {
+				logger.V(2).Info("Pod waited too long for the pods planned with it; provisioning again", "pod", klog.KObj(pod), "node", n.NodeName, "limit", planWaitLimit)
+				break
+			}
 			// The scheduler counts the pods nominated to a node as if they ran there. Pods
 			// planned together onto one node for a spread or an affinity would then each
 			// wait for the others, so the nomination is cleared until the node takes the
@@ -150,6 +170,7 @@ func (pl *NodeProvisioning) PostFilter(ctx context.Context, _ fwk.CycleState, po
 			return framework.NewPostFilterResultWithNominatedNode(""),
 				fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: waiting for node %s of NodeClaim %s, which %s rejects until the pods planned with this one are bound", Name, n.NodeName, n.NodeClaim, plugin))
 		}
+		pl.stopWaiting(pod.UID)
 		pl.provisioner.Forget(pod.UID)
 		if status := pl.submit(pod, m, n.NodeName); status != nil {
 			return nil, status
@@ -162,6 +183,33 @@ func (pl *NodeProvisioning) PostFilter(ctx context.Context, _ fwk.CycleState, po
 	}
 	logger.V(4).Info("Handed pod to the provisioner", "pod", klog.KObj(pod))
 	return nil, fwk.NewStatus(fwk.Unschedulable, Name+": waiting for the provisioner to plan a node")
+}
+
+// waitedTooLong records when the pod started waiting for the pods planned with it and
+// reports whether that was more than planWaitLimit ago.
+func (pl *NodeProvisioning) waitedTooLong(uid types.UID) bool {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	now := time.Now()
+	if pl.clock != nil {
+		now = pl.clock.Now()
+	}
+	since, ok := pl.waitingSince[uid]
+	if !ok {
+		if pl.waitingSince == nil {
+			pl.waitingSince = map[types.UID]time.Time{}
+		}
+		pl.waitingSince[uid] = now
+		return false
+	}
+	return now.Sub(since) > planWaitLimit
+}
+
+// stopWaiting forgets when the pod started waiting: it is bound, gone or planned again.
+func (pl *NodeProvisioning) stopWaiting(uid types.UID) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	delete(pl.waitingSince, uid)
 }
 
 // submit hands the pod over with the filter results of every node; it returns a status
@@ -214,6 +262,7 @@ func (pl *NodeProvisioning) forgetBoundPods() error {
 	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, obj any) {
 			if pod, ok := obj.(*v1.Pod); ok && pod.Spec.NodeName != "" {
+				pl.stopWaiting(pod.UID)
 				pl.provisioner.Forget(pod.UID)
 			}
 		},
@@ -222,6 +271,7 @@ func (pl *NodeProvisioning) forgetBoundPods() error {
 				obj = d.Obj
 			}
 			if pod, ok := obj.(*v1.Pod); ok {
+				pl.stopWaiting(pod.UID)
 				pl.provisioner.Forget(pod.UID)
 			}
 		},

@@ -3,7 +3,9 @@ package nodeprovisioning
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/testing/protocmp"
@@ -19,6 +21,7 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	provisionerv1 "github.com/tailor-autoscaler/tailor/proto/tailor/provisioner/v1"
 )
@@ -184,22 +187,8 @@ func TestPostFilter(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			cs := clientsetfake.NewClientset()
-			fh, err := tf.NewFramework(ctx,
-				[]tf.RegisterPluginFunc{
-					tf.RegisterQueueSortPlugin(queuesort.Name, queuesort.New),
-					tf.RegisterBindPlugin(defaultbinder.Name, defaultbinder.New),
-				},
-				"tailor-scheduler",
-				frameworkruntime.WithSnapshotSharedLister(cache.NewSnapshot(nil, tt.nodes)),
-				frameworkruntime.WithClientSet(cs),
-				frameworkruntime.WithInformerFactory(informers.NewSharedInformerFactory(cs, 0)),
-			)
-			if err != nil {
-				t.Fatal(err)
-			}
 			prov := &fakeProvisioner{nominations: tt.nominations}
-			pl := &NodeProvisioning{handle: fh, provisioner: prov}
+			pl := &NodeProvisioning{handle: newFramework(ctx, t, tt.nodes), provisioner: prov}
 			statuses := framework.NewDefaultNodeToStatus()
 			for name, s := range tt.statuses {
 				statuses.Set(name, s)
@@ -234,6 +223,63 @@ func TestPostFilter(t *testing.T) {
 				t.Errorf("forgotten (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// newFramework is a scheduler framework whose snapshot holds the nodes.
+func newFramework(ctx context.Context, t *testing.T, nodes []*v1.Node) framework.Handle {
+	t.Helper()
+	cs := clientsetfake.NewClientset()
+	fh, err := tf.NewFramework(ctx,
+		[]tf.RegisterPluginFunc{
+			tf.RegisterQueueSortPlugin(queuesort.Name, queuesort.New),
+			tf.RegisterBindPlugin(defaultbinder.Name, defaultbinder.New),
+		},
+		"tailor-scheduler",
+		frameworkruntime.WithSnapshotSharedLister(cache.NewSnapshot(nil, nodes)),
+		frameworkruntime.WithClientSet(cs),
+		frameworkruntime.WithInformerFactory(informers.NewSharedInformerFactory(cs, 0)),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fh
+}
+
+// TestAWaitForThePlanThatCannotEndIsPlannedAgain: a planned node whose topology spread keeps
+// rejecting the pod past planWaitLimit (the scheduler counts a domain the plan did not) makes
+// the plan stale, so the pod is not stuck.
+func TestAWaitForThePlanThatCannotEndIsPlannedAgain(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	plannedReady := st.MakeNode().Name("ip-10-0-0-1.ec2.internal").Label(initializedLabel, "true").Obj()
+	nomination := Nomination{NodeName: plannedReady.Name, NodeClaim: "general-abcde"}
+	prov := &fakeProvisioner{nominations: map[types.UID]Nomination{"uid-0": nomination}}
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
+	pl := &NodeProvisioning{handle: newFramework(ctx, t, []*v1.Node{plannedReady}), provisioner: prov, clock: clk}
+	statuses := framework.NewDefaultNodeToStatus()
+	statuses.Set(plannedReady.Name, fwk.NewStatus(fwk.Unschedulable, "node(s) didn't match pod topology spread constraints").WithPlugin("PodTopologySpread"))
+	pod := st.MakePod().Namespace("default").Name("web-0").UID("uid-0").Obj()
+
+	for _, elapsed := range []time.Duration{0, planWaitLimit} {
+		clk.SetTime(clk.Now().Add(elapsed))
+		if _, status := pl.PostFilter(ctx, nil, pod, statuses); !strings.Contains(status.Message(), "rejects until the pods planned with this one are bound") {
+			t.Fatalf("after %s: %q, want the pod to wait for the pods planned with it", elapsed, status.Message())
+		}
+	}
+	if len(prov.submitted) != 0 {
+		t.Fatalf("submitted %d times while the wait was within %s", len(prov.submitted), planWaitLimit)
+	}
+	clk.SetTime(clk.Now().Add(time.Second))
+	_, status := pl.PostFilter(ctx, nil, pod, statuses)
+	if diff := cmp.Diff("NodeProvisioning: node ip-10-0-0-1.ec2.internal of NodeClaim general-abcde cannot take the pod; provisioning again", status.Message()); diff != "" {
+		t.Errorf("past the limit (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]types.UID{"uid-0"}, prov.forgotten); diff != "" {
+		t.Errorf("forgotten (-want +got):\n%s", diff)
+	}
+	if len(prov.submitted) != 1 || prov.submitted[0].StaleNode != plannedReady.Name {
+		t.Errorf("submitted %+v, want the pod once with its planned node stale", prov.submitted)
 	}
 }
 

@@ -81,8 +81,9 @@ type ControllerOptions struct {
 	MinNodeAge time.Duration
 	// ReplacementTimeout abandons a replacement that has not initialized by then.
 	ReplacementTimeout time.Duration
-	// MovedPodsHold keeps consolidation off nodes holding pods it moved, for this long
-	// after moving them, so that no pod moves twice in a row.
+	// MovedPodsHold keeps consolidation off nodes holding pods it moved and off the
+	// replacements it launched, for this long, so that no pod moves twice in a row and
+	// replacements are not themselves replaced.
 	MovedPodsHold time.Duration
 }
 
@@ -107,6 +108,9 @@ type Controller struct {
 	// evicted, when: the pods it creates after that are the moved pods, which stay put
 	// for MovedPodsHold.
 	moved map[types.UID]time.Time
+	// replacements are the NodeClaims disruption launched, and when: they hold moved
+	// pods (or were launched for them) and stay put for MovedPodsHold too.
+	replacements map[string]time.Time
 }
 
 type stability struct {
@@ -124,7 +128,7 @@ type command struct {
 // NewController returns a Controller.
 func NewController(kube client.Client, cluster ClusterReader, launcher Launcher, planned Planned, recorder record.EventRecorder, clk clock.Clock, opts ControllerOptions) *Controller {
 	return &Controller{kube: kube, cluster: cluster, launcher: launcher, planned: planned, recorder: recorder, clock: clk, opts: opts,
-		stable: map[string]stability{}, moved: map[types.UID]time.Time{}}
+		stable: map[string]stability{}, moved: map[types.UID]time.Time{}, replacements: map[string]time.Time{}}
 }
 
 // NeedLeaderElection: only the leader disrupts.
@@ -215,6 +219,11 @@ func (c *Controller) view(ctx context.Context, in packing.Input) (Cluster, Budge
 			delete(c.moved, owner)
 		}
 	}
+	for name, at := range c.replacements {
+		if now.Sub(at) >= c.opts.MovedPodsHold {
+			delete(c.replacements, name)
+		}
+	}
 	cluster := Cluster{Nodes: in.Nodes, NodePools: in.NodePools, DaemonSets: in.DaemonSets, Volumes: in.Volumes}
 	seen := map[string]bool{}
 	for _, n := range in.Nodes {
@@ -269,7 +278,7 @@ func (c *Controller) candidate(n packing.Node, pools map[string]*packing.NodePoo
 		Planned:      c.rest[n.Node.Name],
 	}
 	digest := fnv.New64a()
-	holdsMoved := false
+	_, holdsMoved := c.replacements[nc.Name]
 	for _, p := range n.Pods {
 		if p.Annotations[karpv1.DoNotDisruptAnnotationKey] == "true" {
 			return Candidate{}, false
@@ -401,6 +410,7 @@ func (c *Controller) execute(ctx context.Context, d Decision) error {
 			return c.abort(ctx, fmt.Sprintf("launching a replacement failed: %v", err))
 		}
 		cmd.replacements = append(cmd.replacements, nc.Name)
+		c.replacements[nc.Name] = c.clock.Now()
 	}
 	c.pending = cmd
 	return nil

@@ -420,3 +420,20 @@ func (f *fixture) plannedTaints(names ...string) map[string]bool {
 	}
 	return out
 }
+
+func TestReplacementsAreNotConsolidatedWithinTheHold(t *testing.T) {
+	f := newFixture(t, "replacement-hold")
+	f.ctrl.opts.MovedPodsHold = time.Hour
+	// x was launched by an earlier replacement; its pods did not all come.
+	f.ctrl.replacements[f.prefix+"-x"] = f.clock.Now()
+	f.node("x", "big.2xlarge", "1")
+	f.pass()
+	if diff := cmp.Diff(map[string]string{"x": "kept"}, f.state("x")); diff != "" {
+		t.Errorf("within the hold (-want +got):\n%s", diff)
+	}
+	f.clock.Step(time.Hour)
+	f.pass()
+	if diff := cmp.Diff(map[string]string{"x": "cordoned"}, f.state("x")); diff != "" {
+		t.Errorf("after the hold, x is replaced by a smaller node (-want +got):\n%s", diff)
+	}
+}

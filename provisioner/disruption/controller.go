@@ -111,6 +111,9 @@ type Controller struct {
 	// replacements are the NodeClaims disruption launched, and when: they hold moved
 	// pods (or were launched for them) and stay put for MovedPodsHold too.
 	replacements map[string]time.Time
+	// deleting are the NodeClaims disruption deleted: until they are gone and their pods
+	// have landed again, the cluster is in motion and no new decision is made.
+	deleting map[string]bool
 }
 
 type stability struct {
@@ -128,7 +131,8 @@ type command struct {
 // NewController returns a Controller.
 func NewController(kube client.Client, cluster ClusterReader, launcher Launcher, planned Planned, recorder record.EventRecorder, clk clock.Clock, opts ControllerOptions) *Controller {
 	return &Controller{kube: kube, cluster: cluster, launcher: launcher, planned: planned, recorder: recorder, clock: clk, opts: opts,
-		stable: map[string]stability{}, moved: map[types.UID]time.Time{}, replacements: map[string]time.Time{}}
+		stable: map[string]stability{}, moved: map[types.UID]time.Time{}, replacements: map[string]time.Time{},
+		deleting: map[string]bool{}}
 }
 
 // NeedLeaderElection: only the leader disrupts.
@@ -160,11 +164,18 @@ func (c *Controller) Pass(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if moving, err := c.inMotion(ctx, in); moving || err != nil {
+		return err
+	}
 	cluster, budget, err := c.view(ctx, in)
 	if err != nil {
 		return err
 	}
 	d, ok := Decide(cluster, budget, c.opts.Options)
+	if ok && !c.unchanged(ctx, d.Originals) {
+		log.FromContext(ctx).V(1).Info("pods moved while deciding; deciding again", "reason", d.Reason, "nodes", nodeNames(d.Originals))
+		return nil
+	}
 	c.rest = map[string]bool{}
 	for _, n := range d.Rest {
 		c.rest[n] = true
@@ -176,6 +187,58 @@ func (c *Controller) Pass(ctx context.Context) error {
 		return nil
 	}
 	return c.execute(ctx, d)
+}
+
+// inMotion reports whether the last decisions are still under way: a NodeClaim they
+// deleted is not gone yet, or a pod that replaces one they evicted waits for a node. A
+// decision made now would see pods where they are not going to stay.
+func (c *Controller) inMotion(ctx context.Context, in packing.Input) (bool, error) {
+	for name := range c.deleting {
+		err := c.kube.Get(ctx, client.ObjectKey{Name: name}, &karpv1.NodeClaim{})
+		if client.IgnoreNotFound(err) != nil {
+			return false, err
+		}
+		if err == nil {
+			return true, nil
+		}
+		delete(c.deleting, name)
+	}
+	for _, p := range in.Pods {
+		if c.wasMoved(p) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// unchanged reports whether the originals still run the pods the decision moves: a
+// decision takes long to make in a large cluster, and pods may have landed meanwhile.
+func (c *Controller) unchanged(ctx context.Context, originals []Candidate) bool {
+	in, err := c.cluster.ClusterInput(ctx)
+	if err != nil {
+		return false
+	}
+	now := map[string]map[types.UID]bool{}
+	for _, n := range in.Nodes {
+		uids := map[types.UID]bool{}
+		for _, p := range n.Pods {
+			if movable(p) {
+				uids[p.UID] = true
+			}
+		}
+		now[n.Node.Name] = uids
+	}
+	for _, o := range originals {
+		if len(now[o.Node]) != len(o.Pods) {
+			return false
+		}
+		for _, p := range o.Pods {
+			if !now[o.Node][p.UID] {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // markPlanned puts PlannedTaint on the nodes the plan takes later and lifts it from the
@@ -510,6 +573,7 @@ func (c *Controller) deleteOriginals(ctx context.Context, d Decision) error {
 		if err := c.kube.Delete(ctx, nc); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting NodeClaim %s: %w", nc.Name, err)
 		}
+		c.deleting[nc.Name] = true
 		metrics.NodeClaimsDisrupted.WithLabelValues(o.NodePool, string(d.Reason)).Inc()
 	}
 	return nil

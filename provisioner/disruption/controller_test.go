@@ -437,3 +437,46 @@ func TestReplacementsAreNotConsolidatedWithinTheHold(t *testing.T) {
 		t.Errorf("after the hold, x is replaced by a smaller node (-want +got):\n%s", diff)
 	}
 }
+
+func TestNoDecisionWhileTheLastOneIsUnderWay(t *testing.T) {
+	f := newFixture(t, "motion")
+	f.setBudget("1")
+	f.node("a", "big.2xlarge", "500m")
+	f.node("b", "big.2xlarge", "1")
+	f.node("c", "big.2xlarge", "1")
+	a := &karpv1.NodeClaim{}
+	if err := kube.Get(f.ctx, client.ObjectKey{Name: f.prefix + "-a"}, a); err != nil {
+		t.Fatal(err)
+	}
+	// Termination's finalizer keeps a deleted NodeClaim until its node is drained.
+	a.Finalizers = []string{"test.tailor.sh/draining"}
+	if err := kube.Update(f.ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	// The plan takes all three, a first onto a small replacement.
+	f.pass()
+	f.initializeReplacement(1)
+	f.pass()
+	if diff := cmp.Diff(map[string]string{"a": "deleted", "b": "kept", "c": "kept"}, f.state("a", "b", "c")); diff != "" {
+		t.Fatalf("first decision (-want +got):\n%s", diff)
+	}
+	delete(f.pods, f.prefix+"-a")
+	// The budget would allow the rest of the plan now.
+	f.setBudget("100%")
+	f.pass()
+	if diff := cmp.Diff(map[string]string{"b": "kept", "c": "kept"}, f.state("b", "c")); diff != "" {
+		t.Errorf("while a is still draining (-want +got):\n%s", diff)
+	}
+	if err := kube.Get(f.ctx, client.ObjectKeyFromObject(a), a); err != nil {
+		t.Fatal(err)
+	}
+	a.Finalizers = nil
+	if err := kube.Update(f.ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	f.pass()
+	got := f.state("b", "c")
+	if got["b"] == "kept" && got["c"] == "kept" {
+		t.Errorf("once a is gone, one of b and c goes: %v", got)
+	}
+}

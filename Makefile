@@ -7,7 +7,7 @@ IMAGE_TAG ?= $(shell awk '/^appVersion:/ {gsub(/"/, "", $$2); print $$2}' manife
 
 .PHONY: help
 help: ## List the targets.
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: demo
 demo: binaries ## Build, start the local stack, run the demo scenario, print it, stop everything.
@@ -20,6 +20,10 @@ test: ## Run every check and test: generated code, unit, integration and end-to-
 .PHONY: bench
 bench: ## Benchmark the planner on the shared workloads (1k/5k/10k pods, full catalog): pods/s, nodes, $/hour, ratio to the LP bound.
 	@hack/bench.sh
+
+.PHONY: bench-scaledown
+bench-scaledown: binaries ## Scale webmix 2000→500 and diverse 1000→700 pods on the local stack: cost vs a fresh plan, nodes disrupted, evictions, PDB violations, time to converge.
+	_output/bin/tailor-dev scaledown
 
 .PHONY: binaries
 binaries: ## Build every binary into _output/bin (Kubernetes binaries cached by version).

@@ -62,6 +62,11 @@ func (a *Applier) Apply(ctx context.Context, raw []byte) error {
 	if err != nil {
 		return err
 	}
+	return a.ApplyObjects(ctx, objs...)
+}
+
+// ApplyObjects applies objects, in order.
+func (a *Applier) ApplyObjects(ctx context.Context, objs ...*unstructured.Unstructured) error {
 	for _, obj := range objs {
 		if err := a.applyOne(ctx, obj); err != nil {
 			return err

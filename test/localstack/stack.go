@@ -111,6 +111,9 @@ type Options struct {
 	// pod of the chart's Deployment. With more than one, they elect a leader as in
 	// production: the schedulers through their Lease, each sidecar following its scheduler.
 	Replicas int
+	// ProvisionerArgs are flags every tailor-provisioner gets after the stack's own, e.g. a
+	// scenario's --disruption-interval.
+	ProvisionerArgs []string
 	// Detach lets the processes outlive the caller (make up).
 	Detach bool
 	// Progress receives a line per step; nil discards.
@@ -141,6 +144,10 @@ func (s *Stack) LeaseNamespace() string { return leaseNamespace }
 
 // LeaseName is the name of the schedulers' Lease.
 func (s *Stack) LeaseName() string { return leaseName }
+
+// ClusterName is the name of the simulated EKS cluster, which tags its subnets and
+// security groups for discovery (karpenter.sh/discovery).
+func (s *Stack) ClusterName() string { return s.opts.ClusterName }
 
 // ha reports whether the stack runs replicas that elect a leader.
 func (s *Stack) ha() bool { return s.opts.Replicas > 1 }
@@ -564,6 +571,7 @@ func (s *Stack) startProvisioner(ctx context.Context, replica string) error {
 			"--leader-election-retry-period", retryPeriod.String())
 		env = append(env, leader.ReplicaEnv+"="+replica)
 	}
+	args = append(args, s.opts.ProvisionerArgs...)
 	if err := s.run(name, s.opts.bin("tailor-provisioner"), args, env...); err != nil {
 		return err
 	}

@@ -1,5 +1,6 @@
-// Package scenario holds the scenarios run against a local stack: the demo that make demo
-// prints and that the end-to-end tests assert on.
+// Package scenario holds the scenarios run against a local stack, which tailor-dev prints
+// and the end-to-end tests assert on: the demo (make demo) and the scale-down that measures
+// consolidation (make bench-scaledown).
 package scenario
 
 import (
@@ -237,6 +238,19 @@ func collect(ctx context.Context, kube client.Client, awsEndpoint string, pods [
 }
 
 func instancePrices(ctx context.Context, endpoint string) (map[string]float64, error) {
+	all, err := instances(ctx, endpoint)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, i := range all {
+		out[i.ID] = i.PricePerHour
+	}
+	return out, nil
+}
+
+// instances lists every instance the local endpoint shows, terminated ones included.
+func instances(ctx context.Context, endpoint string) ([]localaws.InstanceSummary, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint+"/_admin/instances", nil)
 	if err != nil {
 		return nil, err
@@ -246,13 +260,9 @@ func instancePrices(ctx context.Context, endpoint string) (map[string]float64, e
 		return nil, fmt.Errorf("listing instances of the local endpoint: %w", err)
 	}
 	defer resp.Body.Close()
-	var instances []localaws.InstanceSummary
-	if err := json.NewDecoder(resp.Body).Decode(&instances); err != nil {
+	var out []localaws.InstanceSummary
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 		return nil, fmt.Errorf("decoding instances: %w", err)
-	}
-	out := map[string]float64{}
-	for _, i := range instances {
-		out[i.ID] = i.PricePerHour
 	}
 	return out, nil
 }

@@ -1,9 +1,10 @@
-// Package workloads gives tests and benchmarks the shared benchmark workloads
+// Package workloads gives tests, benchmarks and scenarios the shared benchmark workloads
 // (../shared/workloads), generated once into _output/workloads and loaded as planner input
 // with the full embedded catalog.
 package workloads
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -20,36 +21,69 @@ import (
 // Shapes are the workload shapes the generator knows.
 var Shapes = []string{"diverse", "webmix", "batch", "tiny"}
 
+// ErrNoGenerator is returned by Generate when the shared workload generator is not there.
+var ErrNoGenerator = errors.New("workload generator not found (set TAILOR_SHARED)")
+
 // sharedDir is where the shared workload generator lives: $TAILOR_SHARED, or ../shared next
 // to the repository.
-func sharedDir() string {
+func sharedDir(root string) string {
 	if d := os.Getenv("TAILOR_SHARED"); d != "" {
 		return d
 	}
-	return filepath.Join(testenv.Root(), "..", "shared")
+	return filepath.Join(root, "..", "shared")
+}
+
+// Generate returns the path of a generated workload under the repository root's
+// _output/workloads, generating it once. It returns an error wrapping ErrNoGenerator when
+// the generator is not there.
+func Generate(root, shape string, pods int) (string, error) {
+	dir := filepath.Join(root, "_output", "workloads")
+	path := filepath.Join(dir, fmt.Sprintf("%s-%d.json", shape, pods))
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	generator := filepath.Join(sharedDir(root), "workloads", "generate.py")
+	if _, err := os.Stat(generator); err != nil {
+		return "", fmt.Errorf("%w: %s: %v", ErrNoGenerator, generator, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	out, err := exec.Command("python3", generator, shape, fmt.Sprint(pods)).Output()
+	if err != nil {
+		return "", fmt.Errorf("generating %s %d: %w", shape, pods, err)
+	}
+	// Written whole under another name first, so a reader never sees half a workload.
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, out, 0o644); err != nil {
+		return "", err
+	}
+	return path, os.Rename(tmp, path)
+}
+
+// Read returns a generated workload as planner input, with the embedded catalog; its pods
+// are in the workload's order.
+func Read(path string) (packing.Input, error) {
+	cat, err := catalog.Embedded()
+	if err != nil {
+		return packing.Input{}, fmt.Errorf("reading the embedded catalog: %w", err)
+	}
+	in, err := simulate.Load([]string{path}, cat, aws.OfflineOptions{})
+	if err != nil {
+		return packing.Input{}, fmt.Errorf("loading workload %s: %w", path, err)
+	}
+	return in, nil
 }
 
 // Path returns the path of a generated workload, generating it once. The test is skipped
 // when the generator is not there.
 func Path(tb testing.TB, shape string, pods int) string {
 	tb.Helper()
-	dir := filepath.Join(testenv.Root(), "_output", "workloads")
-	path := filepath.Join(dir, fmt.Sprintf("%s-%d.json", shape, pods))
-	if _, err := os.Stat(path); err == nil {
-		return path
+	path, err := Generate(testenv.Root(), shape, pods)
+	if errors.Is(err, ErrNoGenerator) {
+		tb.Skip(err)
 	}
-	generator := filepath.Join(sharedDir(), "workloads", "generate.py")
-	if _, err := os.Stat(generator); err != nil {
-		tb.Skipf("workload generator %s not found (set TAILOR_SHARED): %v", generator, err)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		tb.Fatal(err)
-	}
-	out, err := exec.Command("python3", generator, shape, fmt.Sprint(pods)).Output()
 	if err != nil {
-		tb.Fatalf("generating %s %d: %v", shape, pods, err)
-	}
-	if err := os.WriteFile(path, out, 0o644); err != nil {
 		tb.Fatal(err)
 	}
 	return path
@@ -58,11 +92,7 @@ func Path(tb testing.TB, shape string, pods int) string {
 // Load returns a generated workload as planner input.
 func Load(tb testing.TB, shape string, pods int) packing.Input {
 	tb.Helper()
-	cat, err := catalog.Embedded()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	in, err := simulate.Load([]string{Path(tb, shape, pods)}, cat, aws.OfflineOptions{})
+	in, err := Read(Path(tb, shape, pods))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -4,6 +4,9 @@
 //	tailor-dev env     print the exports of the running stack
 //	tailor-dev down    stop the running stack and remove its state
 //	tailor-dev demo    start a fresh stack, run the demo scenario, print it, stop the stack
+//	tailor-dev scaledown
+//	                   for each scale-down (by default the two issue 5 measures), start a
+//	                   fresh stack, run it, print its report, stop the stack
 package main
 
 import (
@@ -17,6 +20,9 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/klog/v2"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/tailor-autoscaler/tailor/test/localstack"
 	"github.com/tailor-autoscaler/tailor/test/scenario"
 )
@@ -26,17 +32,26 @@ func main() {
 	root := fs.String("root", ".", "Repository root (binaries in _output/bin, manifests in manifests/).")
 	dir := fs.String("dir", ".local", "State directory of the stack started by up.")
 	bootDelay := fs.Duration("boot-delay", 2*time.Second, "How long a launched instance takes to register its node.")
+	var sd scaleDownFlags
+	fs.StringVar(&sd.shape, "shape", "", "scaledown: workload shape (webmix, diverse, ...); empty runs the scale-downs of issue 5 (webmix 2000 keep 1/4, diverse 1000 keep 7/10).")
+	fs.IntVar(&sd.pods, "pods", 0, "scaledown: pods before the scale-down; 0 takes issue 5's for the shape.")
+	fs.StringVar(&sd.keep, "keep", "", "scaledown: keep rule K/N, pod i of the workload is kept when i%N < K; empty takes issue 5's for the shape.")
+	fs.DurationVar(&sd.consolidateAfter, "consolidate-after", scenario.DefaultConsolidateAfter, "scaledown: consolidateAfter of the workload's NodePools.")
+	fs.DurationVar(&sd.disruptionInterval, "disruption-interval", scenario.DefaultDisruptionInterval, "scaledown: the sidecar's --disruption-interval.")
+	fs.BoolVar(&sd.duringScaleDown, "consolidate-during-scale-down", false, "scaledown: turn consolidation on when the Deployments are scaled, while they still delete pods, instead of once they are done.")
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: tailor-dev up|env|down|demo [flags]")
+		fmt.Fprintln(os.Stderr, "usage: tailor-dev up|env|down|demo|scaledown [flags]")
 		os.Exit(2)
 	}
 	cmd := os.Args[1]
 	_ = fs.Parse(os.Args[2:])
+	// The scale-down watches through controller-runtime's cache, which logs through this.
+	ctrllog.SetLogger(klog.Background())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	absRoot, err := filepath.Abs(*root)
 	if err == nil {
-		err = run(ctx, cmd, absRoot, *dir, *bootDelay)
+		err = run(ctx, cmd, absRoot, *dir, *bootDelay, sd)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "tailor-dev "+cmd+": "+err.Error())
@@ -44,7 +59,7 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, cmd, root, dir string, bootDelay time.Duration) error {
+func run(ctx context.Context, cmd, root, dir string, bootDelay time.Duration, sd scaleDownFlags) error {
 	switch cmd {
 	case "up":
 		absDir, err := filepath.Abs(dir)
@@ -81,8 +96,14 @@ func run(ctx context.Context, cmd, root, dir string, bootDelay time.Duration) er
 		return os.RemoveAll(dir)
 	case "demo":
 		return demo(ctx, root, bootDelay)
+	case "scaledown":
+		runs, err := sd.scaleDowns(root)
+		if err != nil {
+			return err
+		}
+		return scaleDown(ctx, root, bootDelay, sd.disruptionInterval, runs)
 	}
-	return fmt.Errorf("unknown command %q: use up, env, down or demo", cmd)
+	return fmt.Errorf("unknown command %q: use up, env, down, demo or scaledown", cmd)
 }
 
 func demo(ctx context.Context, root string, bootDelay time.Duration) (err error) {
@@ -114,4 +135,109 @@ func demo(ctx context.Context, root string, bootDelay time.Duration) (err error)
 		return errors.New("not every pod ran on a node Tailor launched")
 	}
 	return nil
+}
+
+// stallTimeout is how long tailor-dev scaledown waits for one more pod to run before it
+// scales down with some pods pending.
+const stallTimeout = 2 * time.Minute
+
+// scaleDownFlags are the flags of tailor-dev scaledown.
+type scaleDownFlags struct {
+	shape                                string
+	pods                                 int
+	keep                                 string
+	consolidateAfter, disruptionInterval time.Duration
+	duringScaleDown                      bool
+}
+
+// scaleDowns are the scale-downs the flags ask for: issue 5's, or one shape's, whose pods
+// and keep rule default to issue 5's for that shape.
+func (f scaleDownFlags) scaleDowns(root string) ([]scenario.ScaleDownOptions, error) {
+	var runs []scenario.ScaleDownOptions
+	for _, o := range scenario.IssueScaleDowns() {
+		if f.shape == "" || f.shape == o.Shape {
+			runs = append(runs, o)
+		}
+	}
+	if f.shape != "" && len(runs) == 0 {
+		runs = []scenario.ScaleDownOptions{{Shape: f.shape}}
+	}
+	for i := range runs {
+		o := &runs[i]
+		o.Root, o.ConsolidateAfter, o.DisruptionInterval = root, f.consolidateAfter, f.disruptionInterval
+		o.ConsolidateDuringScaleDown = f.duringScaleDown
+		// Pods stuck pending must not keep the scale-down from being measured; they are
+		// reported.
+		o.StallTimeout = stallTimeout
+		if f.pods > 0 {
+			o.Pods = f.pods
+		}
+		if f.keep != "" {
+			k, err := scenario.ParseKeepRule(f.keep)
+			if err != nil {
+				return nil, err
+			}
+			o.Keep = k
+		}
+		if o.Pods == 0 || o.Keep.Every == 0 {
+			return nil, fmt.Errorf("shape %s: give --pods and --keep", o.Shape)
+		}
+	}
+	return runs, nil
+}
+
+// scaleDown runs each scale-down on a fresh stack and fails when one did not converge with
+// every kept pod running.
+func scaleDown(ctx context.Context, root string, bootDelay, disruptionInterval time.Duration, runs []scenario.ScaleDownOptions) error {
+	var failed []string
+	var results []*scenario.ScaleDownResult
+	for _, o := range runs {
+		r, err := scaleDownOnce(ctx, root, bootDelay, disruptionInterval, o)
+		if err != nil {
+			return fmt.Errorf("%s: %w", o.Shape, err)
+		}
+		results = append(results, r)
+		if !r.Converged || r.Running != r.To {
+			failed = append(failed, o.Shape)
+		}
+	}
+	if len(results) > 1 {
+		fmt.Println("\nall scale-downs:")
+		for _, r := range results {
+			scenario.PrintScaleDown(os.Stdout, r)
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("did not converge with every kept pod running: %v", failed)
+	}
+	return nil
+}
+
+func scaleDownOnce(ctx context.Context, root string, bootDelay, disruptionInterval time.Duration, o scenario.ScaleDownOptions) (_ *scenario.ScaleDownResult, err error) {
+	dir, err := os.MkdirTemp("", "tailor-scaledown-")
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	fmt.Printf("starting a fresh local stack for %s (sidecar --disruption-interval %s)\n", o.Shape, disruptionInterval)
+	stack, err := localstack.Up(ctx, localstack.Options{
+		Root: root, Dir: dir, BootDelay: bootDelay, Progress: os.Stdout,
+		ProvisionerArgs: []string{"--disruption-interval", disruptionInterval.String()},
+	})
+	if err != nil {
+		return nil, err
+	}
+	var r *scenario.ScaleDownResult
+	defer func() {
+		fmt.Println("stopping the local stack")
+		stack.Down()
+		if err == nil && r.Converged && r.Running == r.To {
+			err = os.RemoveAll(dir)
+		} else {
+			fmt.Fprintf(os.Stderr, "logs kept in %s/logs\n", dir)
+		}
+	}()
+	fmt.Printf("stack ready in %.1fs\n\n", time.Since(start).Seconds())
+	r, err = scenario.ScaleDown(ctx, stack, o, os.Stdout)
+	return r, err
 }

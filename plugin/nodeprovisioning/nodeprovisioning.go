@@ -52,7 +52,10 @@ type NodeProvisioning struct {
 	args        *config.NodeProvisioningArgs
 	provisioner provisioner
 	// clock is the real clock unless a test sets one.
-	clock clock.PassiveClock
+	clock clock.WithDelayedExecution
+	// activatePods moves pods back into the scheduling queue: activate, unless a test sets
+	// another.
+	activatePods func(uids []types.UID)
 
 	mu sync.Mutex
 	// waitingSince is, per pod whose initialized planned node waits for the pods planned
@@ -63,7 +66,9 @@ type NodeProvisioning struct {
 // planWaitLimit bounds how long a pod waits on its initialized planned node for the pods
 // planned with it. Those bind within seconds; a wait this long cannot end (the domains the
 // scheduler counts changed since the plan was made, say a node registered in another zone),
-// and the pod is planned again.
+// and the pod is planned again. The plugin activates the pod once the limit has passed: the
+// scheduler might otherwise not try it again for minutes, with no pod of its spread bound
+// meanwhile.
 const planWaitLimit = 30 * time.Second
 
 var (
@@ -105,7 +110,8 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 	if errs := validation.ValidateNodeProvisioningArgs(field.NewPath("args"), args); len(errs) > 0 {
 		return nil, fmt.Errorf("invalid %s args: %w", Name, errs.ToAggregate())
 	}
-	pl := &NodeProvisioning{handle: h, args: args}
+	pl := &NodeProvisioning{handle: h, args: args, clock: clock.RealClock{}}
+	pl.activatePods = pl.activate
 	client, err := dialSidecar(ctx, sidecarOptions{
 		socket:    args.ProvisionerSocket,
 		timeout:   args.RequestTimeout.Duration,
@@ -185,21 +191,27 @@ func (pl *NodeProvisioning) PostFilter(ctx context.Context, _ fwk.CycleState, po
 	return nil, fwk.NewStatus(fwk.Unschedulable, Name+": waiting for the provisioner to plan a node")
 }
 
-// waitedTooLong records when the pod started waiting for the pods planned with it and
-// reports whether that was more than planWaitLimit ago.
+// waitedTooLong records when the pod started waiting for the pods planned with it, with a
+// timer that activates the pod once planWaitLimit has passed, and reports whether that was
+// more than planWaitLimit ago.
 func (pl *NodeProvisioning) waitedTooLong(uid types.UID) bool {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
-	now := time.Now()
-	if pl.clock != nil {
-		now = pl.clock.Now()
-	}
+	now := pl.clock.Now()
 	since, ok := pl.waitingSince[uid]
 	if !ok {
 		if pl.waitingSince == nil {
 			pl.waitingSince = map[types.UID]time.Time{}
 		}
 		pl.waitingSince[uid] = now
+		pl.clock.AfterFunc(planWaitLimit+time.Second, func() {
+			pl.mu.Lock()
+			_, waiting := pl.waitingSince[uid]
+			pl.mu.Unlock()
+			if waiting {
+				pl.activatePods([]types.UID{uid})
+			}
+		})
 		return false
 	}
 	return now.Sub(since) > planWaitLimit

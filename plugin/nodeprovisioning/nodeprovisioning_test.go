@@ -188,7 +188,10 @@ func TestPostFilter(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			prov := &fakeProvisioner{nominations: tt.nominations}
-			pl := &NodeProvisioning{handle: newFramework(ctx, t, tt.nodes), provisioner: prov}
+			pl := &NodeProvisioning{
+				handle: newFramework(ctx, t, tt.nodes), provisioner: prov,
+				clock: clocktesting.NewFakeClock(time.Now()), activatePods: func([]types.UID) {},
+			}
 			statuses := framework.NewDefaultNodeToStatus()
 			for name, s := range tt.statuses {
 				statuses.Set(name, s)
@@ -248,29 +251,37 @@ func newFramework(ctx context.Context, t *testing.T, nodes []*v1.Node) framework
 
 // TestAWaitForThePlanThatCannotEndIsPlannedAgain: a planned node whose topology spread keeps
 // rejecting the pod past planWaitLimit (the scheduler counts a domain the plan did not) makes
-// the plan stale, so the pod is not stuck.
+// the plan stale: the plugin activates the pod once the limit has passed, and the pod is
+// planned again, so it is not stuck.
 func TestAWaitForThePlanThatCannotEndIsPlannedAgain(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	plannedReady := st.MakeNode().Name("ip-10-0-0-1.ec2.internal").Label(initializedLabel, "true").Obj()
 	nomination := Nomination{NodeName: plannedReady.Name, NodeClaim: "general-abcde"}
 	prov := &fakeProvisioner{nominations: map[types.UID]Nomination{"uid-0": nomination}}
-	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
-	pl := &NodeProvisioning{handle: newFramework(ctx, t, []*v1.Node{plannedReady}), provisioner: prov, clock: clk}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
+	var activated []types.UID
+	pl := &NodeProvisioning{
+		handle: newFramework(ctx, t, []*v1.Node{plannedReady}), provisioner: prov, clock: clk,
+		activatePods: func(uids []types.UID) { activated = append(activated, uids...) },
+	}
 	statuses := framework.NewDefaultNodeToStatus()
 	statuses.Set(plannedReady.Name, fwk.NewStatus(fwk.Unschedulable, "node(s) didn't match pod topology spread constraints").WithPlugin("PodTopologySpread"))
 	pod := st.MakePod().Namespace("default").Name("web-0").UID("uid-0").Obj()
 
 	for _, elapsed := range []time.Duration{0, planWaitLimit} {
-		clk.SetTime(clk.Now().Add(elapsed))
+		clk.Step(elapsed)
 		if _, status := pl.PostFilter(ctx, nil, pod, statuses); !strings.Contains(status.Message(), "rejects until the pods planned with this one are bound") {
 			t.Fatalf("after %s: %q, want the pod to wait for the pods planned with it", elapsed, status.Message())
 		}
 	}
-	if len(prov.submitted) != 0 {
-		t.Fatalf("submitted %d times while the wait was within %s", len(prov.submitted), planWaitLimit)
+	if len(prov.submitted) != 0 || len(activated) != 0 {
+		t.Fatalf("submitted %d times and activated %v while the wait was within %s", len(prov.submitted), activated, planWaitLimit)
 	}
-	clk.SetTime(clk.Now().Add(time.Second))
+	clk.Step(time.Second)
+	if diff := cmp.Diff([]types.UID{"uid-0"}, activated); diff != "" {
+		t.Fatalf("activated once the limit passed (-want +got):\n%s", diff)
+	}
 	_, status := pl.PostFilter(ctx, nil, pod, statuses)
 	if diff := cmp.Diff("NodeProvisioning: node ip-10-0-0-1.ec2.internal of NodeClaim general-abcde cannot take the pod; provisioning again", status.Message()); diff != "" {
 		t.Errorf("past the limit (-want +got):\n%s", diff)
@@ -280,6 +291,22 @@ func TestAWaitForThePlanThatCannotEndIsPlannedAgain(t *testing.T) {
 	}
 	if len(prov.submitted) != 1 || prov.submitted[0].StaleNode != plannedReady.Name {
 		t.Errorf("submitted %+v, want the pod once with its planned node stale", prov.submitted)
+	}
+}
+
+// TestAPodBoundWhileWaitingIsNotActivated: the timer of a wait that ended (the pod was
+// bound) activates nothing.
+func TestAPodBoundWhileWaitingIsNotActivated(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
+	var activated []types.UID
+	pl := &NodeProvisioning{clock: clk, activatePods: func(uids []types.UID) { activated = append(activated, uids...) }}
+	if pl.waitedTooLong("uid-0") {
+		t.Fatal("a wait that just began is too long")
+	}
+	pl.stopWaiting("uid-0")
+	clk.Step(planWaitLimit + time.Second)
+	if len(activated) != 0 {
+		t.Errorf("activated %v after the wait ended", activated)
 	}
 }
 

@@ -105,9 +105,9 @@ type Controller struct {
 	// rest are the nodes the consolidation plan under way takes away in later passes.
 	rest map[string]bool
 	// moved is, per controller (ReplicaSet, StatefulSet, ...) whose pods consolidation
-	// evicted, when: the pods it creates after that are the moved pods, which stay put
-	// for MovedPodsHold.
-	moved map[types.UID]time.Time
+	// evicted, when: the pods it creates after the first eviction are the moved pods,
+	// which stay put until MovedPodsHold has passed since the last.
+	moved map[types.UID]moves
 	// replacements are the NodeClaims disruption launched, and when: they hold moved
 	// pods (or were launched for them) and stay put for MovedPodsHold too.
 	replacements map[string]time.Time
@@ -131,7 +131,7 @@ type command struct {
 // NewController returns a Controller.
 func NewController(kube client.Client, cluster ClusterReader, launcher Launcher, planned Planned, recorder record.EventRecorder, clk clock.Clock, opts ControllerOptions) *Controller {
 	return &Controller{kube: kube, cluster: cluster, launcher: launcher, planned: planned, recorder: recorder, clock: clk, opts: opts,
-		stable: map[string]stability{}, moved: map[types.UID]time.Time{}, replacements: map[string]time.Time{},
+		stable: map[string]stability{}, moved: map[types.UID]moves{}, replacements: map[string]time.Time{},
 		deleting: map[string]bool{}}
 }
 
@@ -277,8 +277,8 @@ func (c *Controller) view(ctx context.Context, in packing.Input) (Cluster, Budge
 	for i := range in.NodePools {
 		pools[in.NodePools[i].NodePool.Name] = &in.NodePools[i]
 	}
-	for owner, at := range c.moved {
-		if now.Sub(at) >= c.opts.MovedPodsHold {
+	for owner, m := range c.moved {
+		if now.Sub(m.last) >= c.opts.MovedPodsHold {
 			delete(c.moved, owner)
 		}
 	}
@@ -365,15 +365,19 @@ func (c *Controller) candidate(n packing.Node, pools map[string]*packing.NodePoo
 	return cand, true
 }
 
+// moves are when consolidation first and last evicted pods of one controller.
+type moves struct{ first, last time.Time }
+
 // wasMoved reports whether a pod took the place of one consolidation evicted: its
-// controller lost pods to consolidation before the pod was created.
+// controller lost pods to consolidation before the pod was created. A later eviction does
+// not make the pods created since the first any less moved.
 func (c *Controller) wasMoved(p *corev1.Pod) bool {
 	owner := metav1.GetControllerOf(p)
 	if owner == nil {
 		return false
 	}
-	at, ok := c.moved[owner.UID]
-	return ok && !p.CreationTimestamp.Time.Before(at.Truncate(time.Second))
+	m, ok := c.moved[owner.UID]
+	return ok && !p.CreationTimestamp.Time.Before(m.first.Truncate(time.Second))
 }
 
 // movable reports whether a pod must find another node when its node goes: not a DaemonSet
@@ -557,7 +561,12 @@ func (c *Controller) deleteOriginals(ctx context.Context, d Decision) error {
 	for _, o := range d.Originals {
 		for _, p := range o.Pods {
 			if owner := metav1.GetControllerOf(p); owner != nil {
-				c.moved[owner.UID] = now
+				m, ok := c.moved[owner.UID]
+				if !ok {
+					m.first = now
+				}
+				m.last = now
+				c.moved[owner.UID] = m
 			}
 		}
 	}

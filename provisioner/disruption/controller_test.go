@@ -366,6 +366,22 @@ func TestPodsMovedByConsolidationAreNotMovedAgainWithinTheHold(t *testing.T) {
 	if diff := cmp.Diff(map[string]string{"a": "deleted", "b": "kept"}, f.state("a", "b")); diff != "" {
 		t.Errorf("within the hold (-want +got):\n%s", diff)
 	}
+	// A later decision moves another pod of the same ReplicaSet: the pod moved first is no
+	// less moved for it.
+	f.clock.Step(time.Minute)
+	f.node("c", "big.2xlarge", "500m")
+	f.pods[f.prefix+"-c"][0].OwnerReferences = []metav1.OwnerReference{web}
+	if err := f.ctrl.deleteOriginals(f.ctx, Decision{Reason: karpv1.DisruptionReasonUnderutilized, Originals: []Candidate{{
+		Node: f.prefix + "-c", NodeClaim: f.prefix + "-c", NodePool: f.pool.Name, Pods: f.pods[f.prefix+"-c"],
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	delete(f.pods, f.prefix+"-c")
+	f.clock.Step(30 * time.Minute)
+	f.pass()
+	if diff := cmp.Diff(map[string]string{"b": "kept"}, f.state("b")); diff != "" {
+		t.Errorf("within the hold, after another pod of the ReplicaSet moved (-want +got):\n%s", diff)
+	}
 	if f.launched != 0 {
 		t.Errorf("launched %d replacements for a node holding a moved pod, want 0", f.launched)
 	}

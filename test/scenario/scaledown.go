@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -197,6 +198,9 @@ type ScaleDownResult struct {
 	// were themselves created after it, i.e. replaced an evicted pod and were evicted again.
 	// EvictionsBefore counts evictions before the scale-down.
 	Evictions, EvictedTwice, EvictionsBefore int
+	// Twice describes the first few pods evicted twice: the node and when, counted from the
+	// scale-down, they were created and evicted.
+	Twice []string
 	// OtherDeletions counts pods deleted without eviction beyond what the scale-down itself
 	// deleted, per Deployment.
 	OtherDeletions int
@@ -662,8 +666,8 @@ type scaleDownWatch struct {
 
 // eviction is one pod evicted.
 type eviction struct {
-	pod     string
-	created time.Time
+	pod, node   string
+	created, at time.Time
 	// afterScaleDown is set when the eviction was seen after the scale-down began.
 	afterScaleDown bool
 }
@@ -757,7 +761,10 @@ func (w *scaleDownWatch) pod(o any, deleted bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if _, seen := w.evicted[p.UID]; !seen && evictedPod(p) {
-		w.evicted[p.UID] = eviction{pod: p.Name, created: p.CreationTimestamp.Time, afterScaleDown: !w.scaledAt.IsZero()}
+		w.evicted[p.UID] = eviction{
+			pod: p.Name, node: p.Spec.NodeName, created: p.CreationTimestamp.Time, at: time.Now(),
+			afterScaleDown: !w.scaledAt.IsZero(),
+		}
 		return
 	}
 	if _, seen := w.evicted[p.UID]; deleted && !seen {
@@ -955,6 +962,7 @@ func describe(pending []string) string {
 func (w *scaleDownWatch) record(r *ScaleDownResult) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	var twice []eviction
 	for _, e := range w.evicted {
 		if !e.afterScaleDown {
 			r.EvictionsBefore++
@@ -963,7 +971,13 @@ func (w *scaleDownWatch) record(r *ScaleDownResult) {
 		r.Evictions++
 		if !e.created.Before(w.scaledAt.Truncate(time.Second)) {
 			r.EvictedTwice++
+			twice = append(twice, e)
 		}
+	}
+	slices.SortFunc(twice, func(a, b eviction) int { return a.at.Compare(b.at) })
+	for _, e := range twice[:min(len(twice), maxViolationExamples)] {
+		r.Twice = append(r.Twice, fmt.Sprintf("%s, created %s after the scale-down, evicted from %s %s after it",
+			e.pod, e.created.Sub(w.scaledAt).Round(time.Second), e.node, e.at.Sub(w.scaledAt).Round(time.Second)))
 	}
 	for d, n := range w.deletedUnevicted {
 		r.OtherDeletions += max(0, n-(w.from[d]-w.to[d]))
@@ -1132,6 +1146,7 @@ func PrintScaleDown(w io.Writer, r *ScaleDownResult) {
 	}{
 		{"pods stuck pending before the scale-down", r.Stuck},
 		{"PDB violations", r.Violations},
+		{"pods evicted twice (the first few)", r.Twice},
 		{"orphaned instances", r.Orphans},
 		{"NodeClaims without an instance", r.ClaimsWithoutInstance},
 		{"price mismatches", r.PriceMismatches},

@@ -38,6 +38,7 @@ func main() {
 	fs.StringVar(&sd.keep, "keep", "", "scaledown: keep rule K/N, pod i of the workload is kept when i%N < K; empty takes issue 5's for the shape.")
 	fs.DurationVar(&sd.consolidateAfter, "consolidate-after", scenario.DefaultConsolidateAfter, "scaledown: consolidateAfter of the workload's NodePools.")
 	fs.DurationVar(&sd.disruptionInterval, "disruption-interval", scenario.DefaultDisruptionInterval, "scaledown: the sidecar's --disruption-interval.")
+	fs.BoolVar(&sd.keepLogs, "keep-logs", false, "scaledown: keep the stack's logs also of a scale-down that converged.")
 	fs.BoolVar(&sd.duringScaleDown, "consolidate-during-scale-down", false, "scaledown: turn consolidation on when the Deployments are scaled, while they still delete pods, instead of once they are done.")
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: tailor-dev up|env|down|demo|scaledown [flags]")
@@ -101,7 +102,7 @@ func run(ctx context.Context, cmd, root, dir string, bootDelay time.Duration, sd
 		if err != nil {
 			return err
 		}
-		return scaleDown(ctx, root, bootDelay, sd.disruptionInterval, runs)
+		return scaleDown(ctx, root, bootDelay, sd, runs)
 	}
 	return fmt.Errorf("unknown command %q: use up, env, down, demo or scaledown", cmd)
 }
@@ -147,7 +148,7 @@ type scaleDownFlags struct {
 	pods                                 int
 	keep                                 string
 	consolidateAfter, disruptionInterval time.Duration
-	duringScaleDown                      bool
+	duringScaleDown, keepLogs            bool
 }
 
 // scaleDowns are the scale-downs the flags ask for: issue 5's, or one shape's, whose pods
@@ -188,11 +189,11 @@ func (f scaleDownFlags) scaleDowns(root string) ([]scenario.ScaleDownOptions, er
 
 // scaleDown runs each scale-down on a fresh stack and fails when one did not converge with
 // every kept pod running.
-func scaleDown(ctx context.Context, root string, bootDelay, disruptionInterval time.Duration, runs []scenario.ScaleDownOptions) error {
+func scaleDown(ctx context.Context, root string, bootDelay time.Duration, f scaleDownFlags, runs []scenario.ScaleDownOptions) error {
 	var failed []string
 	var results []*scenario.ScaleDownResult
 	for _, o := range runs {
-		r, err := scaleDownOnce(ctx, root, bootDelay, disruptionInterval, o)
+		r, err := scaleDownOnce(ctx, root, bootDelay, f, o)
 		if err != nil {
 			return fmt.Errorf("%s: %w", o.Shape, err)
 		}
@@ -213,16 +214,16 @@ func scaleDown(ctx context.Context, root string, bootDelay, disruptionInterval t
 	return nil
 }
 
-func scaleDownOnce(ctx context.Context, root string, bootDelay, disruptionInterval time.Duration, o scenario.ScaleDownOptions) (_ *scenario.ScaleDownResult, err error) {
+func scaleDownOnce(ctx context.Context, root string, bootDelay time.Duration, f scaleDownFlags, o scenario.ScaleDownOptions) (_ *scenario.ScaleDownResult, err error) {
 	dir, err := os.MkdirTemp("", "tailor-scaledown-")
 	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	fmt.Printf("starting a fresh local stack for %s (sidecar --disruption-interval %s)\n", o.Shape, disruptionInterval)
+	fmt.Printf("starting a fresh local stack for %s (sidecar --disruption-interval %s)\n", o.Shape, f.disruptionInterval)
 	stack, err := localstack.Up(ctx, localstack.Options{
 		Root: root, Dir: dir, BootDelay: bootDelay, Progress: os.Stdout,
-		ProvisionerArgs: []string{"--disruption-interval", disruptionInterval.String()},
+		ProvisionerArgs: []string{"--disruption-interval", f.disruptionInterval.String()},
 	})
 	if err != nil {
 		return nil, err
@@ -231,7 +232,7 @@ func scaleDownOnce(ctx context.Context, root string, bootDelay, disruptionInterv
 	defer func() {
 		fmt.Println("stopping the local stack")
 		stack.Down()
-		if err == nil && r.Converged && r.Running == r.To {
+		if err == nil && r.Converged && r.Running == r.To && !f.keepLogs {
 			err = os.RemoveAll(dir)
 		} else {
 			fmt.Fprintf(os.Stderr, "logs kept in %s/logs\n", dir)

@@ -68,7 +68,9 @@ type fixture struct {
 
 func newFixture(t *testing.T, name string) *fixture {
 	f := &fixture{t: t, ctx: context.Background(), prefix: name, pods: map[string][]*corev1.Pod{},
-		clock: clocktesting.NewFakeClock(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)),
+		// The API server stamps the objects with the real time: the clock starts past it,
+		// so the nodes are old enough to be disrupted whenever the test runs.
+		clock: clocktesting.NewFakeClock(time.Now().Add(time.Hour).Truncate(time.Second)),
 		types: []*cloudprovider.InstanceType{instanceType("big.2xlarge", 8, 1.0), instanceType("small.xlarge", 4, 0.2)},
 	}
 	f.pool = &karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: name}}

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	awsprovider "github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws"
 	"github.com/tailor-autoscaler/tailor/test/localstack"
 )
 
@@ -47,7 +48,7 @@ func TestLeaderHandOverLaunchesNothingTwice(t *testing.T) {
 
 	claims := map[string]string{}
 	for _, nc := range e.nodeClaims(t) {
-		id := nc.Status.ProviderID[strings.LastIndex(nc.Status.ProviderID, "/")+1:]
+		id, _ := awsprovider.InstanceIDOf(nc.Status.ProviderID)
 		if other, dup := claims[id]; dup {
 			t.Errorf("instance %s belongs to NodeClaims %s and %s", id, other, nc.Name)
 		}

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -28,6 +27,7 @@ import (
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
 	"github.com/tailor-autoscaler/tailor/test/localaws"
 	"github.com/tailor-autoscaler/tailor/test/localstack"
@@ -214,7 +214,9 @@ func collect(ctx context.Context, kube client.Client, awsEndpoint string, pods [
 			NodeClaim: nc.Name, Node: nc.Status.NodeName,
 			InstanceType: nc.Labels[corev1.LabelInstanceTypeStable], Zone: nc.Labels[corev1.LabelTopologyZone],
 			CapacityType: nc.Labels[karpv1.CapacityTypeLabelKey],
-			PricePerHour: prices[nc.Status.ProviderID[strings.LastIndex(nc.Status.ProviderID, "/")+1:]],
+		}
+		if id, err := aws.InstanceIDOf(nc.Status.ProviderID); err == nil {
+			n.PricePerHour = prices[id]
 		}
 		for _, p := range planned {
 			n.PlannedPods = append(n.PlannedPods, p.Name)

@@ -37,6 +37,7 @@ import (
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 	"github.com/tailor-autoscaler/tailor/test/localaws"
 	"github.com/tailor-autoscaler/tailor/test/localstack"
@@ -1001,7 +1002,8 @@ func (r *ScaleDownResult) measureEnd(ctx context.Context, kube client.Client, en
 	r.NodeClaims = len(claims.Items)
 	claimed := map[string]bool{}
 	for _, nc := range claims.Items {
-		id := instanceID(nc.Status.ProviderID)
+		// A NodeClaim not launched yet has no provider ID, and no instance.
+		id, _ := aws.InstanceIDOf(nc.Status.ProviderID)
 		claimed[id] = true
 		if !hasInstance(live, id) {
 			r.ClaimsWithoutInstance = append(r.ClaimsWithoutInstance, nc.Name)
@@ -1087,11 +1089,6 @@ func hasInstance(instances []localaws.InstanceSummary, id string) bool {
 		}
 	}
 	return false
-}
-
-// instanceID is the instance of a provider ID (aws:///us-east-1a/i-0123).
-func instanceID(providerID string) string {
-	return providerID[strings.LastIndex(providerID, "/")+1:]
 }
 
 // PrintScaleDown prints the report of one scale-down, in one write (a test's log takes

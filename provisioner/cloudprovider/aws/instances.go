@@ -26,8 +26,9 @@ func ProviderID(zone, instanceID string) string {
 	return fmt.Sprintf("aws:///%s/%s", zone, instanceID)
 }
 
-// instanceIDOf extracts the instance id from a provider ID (aws:///zone/i-...).
-func instanceIDOf(providerID string) (string, error) {
+// InstanceIDOf extracts the instance id from a provider ID (aws:///zone/i-...), the inverse
+// of ProviderID.
+func InstanceIDOf(providerID string) (string, error) {
 	id := providerID[strings.LastIndex(providerID, "/")+1:]
 	if !strings.HasPrefix(providerID, "aws://") || !strings.HasPrefix(id, "i-") {
 		return "", fmt.Errorf("provider ID %q is not an EC2 instance (want aws:///<zone>/i-...)", providerID)
@@ -59,7 +60,7 @@ func (p *Provider) describeInstance(ctx context.Context, id string) (*ec2types.I
 
 // Get returns the NodeClaim view of the instance with this provider ID.
 func (p *Provider) Get(ctx context.Context, providerID string) (*karpv1.NodeClaim, error) {
-	id, err := instanceIDOf(providerID)
+	id, err := InstanceIDOf(providerID)
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +108,7 @@ func (p *Provider) Delete(ctx context.Context, nodeClaim *karpv1.NodeClaim) erro
 	if nodeClaim.Status.ProviderID == "" {
 		return cloudprovider.NewNodeClaimNotFoundError(errors.New("the NodeClaim has no instance"))
 	}
-	id, err := instanceIDOf(nodeClaim.Status.ProviderID)
+	id, err := InstanceIDOf(nodeClaim.Status.ProviderID)
 	if err != nil {
 		return err
 	}

@@ -324,7 +324,7 @@ func TestBatchedDescribeReportsUnknownInstancesOneByOne(t *testing.T) {
 
 func providerInstanceID(t *testing.T, nc *karpv1.NodeClaim) string {
 	t.Helper()
-	id, err := instanceIDOf(nc.Status.ProviderID)
+	id, err := InstanceIDOf(nc.Status.ProviderID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -167,6 +167,9 @@ func (c *Controller) Pass(ctx context.Context) error {
 	if moving, err := c.inMotion(ctx, in); moving || err != nil {
 		return err
 	}
+	if err := c.release(ctx, in.Nodes); err != nil {
+		return err
+	}
 	cluster, budget, err := c.view(ctx, in)
 	if err != nil {
 		return err
@@ -467,7 +470,7 @@ func (c *Controller) execute(ctx context.Context, d Decision) error {
 	decisionsTotal.WithLabelValues(string(d.Reason), action).Inc()
 	logger.Info("disrupting", "reason", d.Reason, "action", action, "nodes", nodeNames(d.Originals), "replacements", len(d.Replacements), "savingsPerHour", d.Savings)
 	if len(d.Replacements) == 0 {
-		return c.deleteOriginals(ctx, d)
+		return c.deleteOriginals(ctx, d, nil)
 	}
 	cmd := &command{decision: d, started: c.clock.Now()}
 	for _, r := range d.Replacements {
@@ -487,6 +490,7 @@ func (c *Controller) execute(ctx context.Context, d Decision) error {
 // up when one is gone or too slow.
 func (c *Controller) continuePending(ctx context.Context) error {
 	cmd := c.pending
+	var nodes []string
 	for _, name := range cmd.replacements {
 		nc := &karpv1.NodeClaim{}
 		if err := c.kube.Get(ctx, client.ObjectKey{Name: name}, nc); err != nil {
@@ -504,12 +508,13 @@ func (c *Controller) continuePending(ctx context.Context) error {
 			}
 			return nil
 		}
+		nodes = append(nodes, nc.Status.NodeName)
 	}
 	if why := c.revalidate(ctx, cmd.decision.Originals); why != "" {
 		return c.abort(ctx, why)
 	}
 	c.pending = nil
-	return c.deleteOriginals(ctx, cmd.decision)
+	return c.deleteOriginals(ctx, cmd.decision, nodes)
 }
 
 // revalidate checks, just before the originals go, what may have changed while their
@@ -553,10 +558,15 @@ func (c *Controller) abort(ctx context.Context, why string) error {
 }
 
 // deleteOriginals deletes the NodeClaims of the originals: termination drains them. The
-// controllers of their pods are remembered, so the pods they make up for the ones evicted
-// are not moved again soon.
-func (c *Controller) deleteOriginals(ctx context.Context, d Decision) error {
+// nodes the pods move onto are reserved for them first (replacementNodes are the
+// replacements' node names), and the controllers of the pods are remembered, so the pods
+// they make up for the ones evicted are not moved again soon.
+func (c *Controller) deleteOriginals(ctx context.Context, d Decision, replacementNodes []string) error {
 	savingsTotal.WithLabelValues(string(d.Reason)).Add(d.Savings)
+	if err := c.reserve(ctx, d, replacementNodes); err != nil {
+		// Reservations only steer the moved pods; without them the pods still land.
+		log.FromContext(ctx).Error(err, "reserving nodes for the pods moving onto them")
+	}
 	now := c.clock.Now()
 	for _, o := range d.Originals {
 		for _, p := range o.Pods {

@@ -24,6 +24,7 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
+	"github.com/tailor-autoscaler/tailor/provisioner/reservation"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
 )
 
@@ -137,14 +138,18 @@ func (f *fixture) node(name, instanceType string, podCPU ...string) {
 	}
 }
 
-// initializeReplacement marks the n-th replacement launched Initialized, as the lifecycle
-// controller would once its node is ready.
+// initializeReplacement registers the n-th replacement launched as a Node of its name and
+// marks it Initialized, as the lifecycle controller would once its node is ready.
 func (f *fixture) initializeReplacement(n int) {
 	f.t.Helper()
 	nc := &karpv1.NodeClaim{}
 	if err := kube.Get(f.ctx, client.ObjectKey{Name: fmt.Sprintf("%s-replacement-%d", f.prefix, n)}, nc); err != nil {
 		f.t.Fatal(err)
 	}
+	if err := kube.Create(f.ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nc.Name}}); err != nil {
+		f.t.Fatal(err)
+	}
+	nc.Status.NodeName = nc.Name
 	nodeclaim.SetCondition(nc, karpv1.ConditionTypeInitialized, metav1.ConditionTrue, "Initialized", "")
 	if err := kube.Status().Update(f.ctx, nc); err != nil {
 		f.t.Fatal(err)
@@ -241,6 +246,8 @@ func TestUnderusedNodesAreReplacedOnceTheReplacementIsUp(t *testing.T) {
 	f := newFixture(t, "replace")
 	f.node("a", "big.2xlarge", "1")
 	f.node("b", "big.2xlarge", "1")
+	f.pods[f.prefix+"-a"][0].OwnerReferences = []metav1.OwnerReference{webReplicaSet}
+	f.pods[f.prefix+"-b"][0].OwnerReferences = []metav1.OwnerReference{webReplicaSet}
 	f.pass()
 	if diff := cmp.Diff(map[string]string{"a": "cordoned", "b": "cordoned"}, f.state("a", "b")); diff != "" {
 		t.Fatalf("after the decision (-want +got):\n%s", diff)
@@ -256,6 +263,59 @@ func TestUnderusedNodesAreReplacedOnceTheReplacementIsUp(t *testing.T) {
 	f.pass()
 	if diff := cmp.Diff(map[string]string{"a": "deleted", "b": "deleted"}, f.state("a", "b")); diff != "" {
 		t.Errorf("once the replacement is up (-want +got):\n%s", diff)
+	}
+	want := map[string]map[types.UID]int{f.prefix + "-replacement-1": {webReplicaSet.UID: 2}}
+	if diff := cmp.Diff(want, f.reservations(f.prefix+"-replacement-1")); diff != "" {
+		t.Errorf("reservations for the pods of a and b (-want +got):\n%s", diff)
+	}
+}
+
+// webReplicaSet controls the fixture's pods that have it as owner.
+var webReplicaSet = metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web", UID: "uid-rs-web", Controller: ptr.To(true)}
+
+// reservations returns, per node that has an active reservation, its pod counts.
+func (f *fixture) reservations(nodes ...string) map[string]map[types.UID]int {
+	f.t.Helper()
+	out := map[string]map[types.UID]int{}
+	for _, name := range nodes {
+		node := &corev1.Node{}
+		if err := kube.Get(f.ctx, client.ObjectKey{Name: name}, node); err != nil {
+			f.t.Fatal(err)
+		}
+		r, ok, err := reservation.Of(node)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		if ok && r.Active(f.clock.Now()) {
+			out[name] = r.Pods
+		}
+	}
+	return out
+}
+
+func TestTheNodesMovedPodsGoToAreReservedUntilTheyLand(t *testing.T) {
+	f := newFixture(t, "reserve")
+	api := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "api", UID: "uid-rs-api", Controller: ptr.To(true)}
+	f.node("a", "big.2xlarge", "500m", "250m", "250m")
+	f.node("c", "big.2xlarge", "5", "1")
+	for i, owner := range []metav1.OwnerReference{webReplicaSet, webReplicaSet, api} {
+		f.pods[f.prefix+"-a"][i].OwnerReferences = []metav1.OwnerReference{owner}
+	}
+	f.pods[f.prefix+"-c"][0].OwnerReferences = []metav1.OwnerReference{webReplicaSet}
+	f.pass()
+	if diff := cmp.Diff(map[string]string{"a": "deleted", "c": "kept"}, f.state("a", "c")); diff != "" {
+		t.Fatalf("a's pods fit on c (-want +got):\n%s", diff)
+	}
+	// c runs one web pod and takes a's two, and a's api pod.
+	want := map[string]map[types.UID]int{f.prefix + "-c": {webReplicaSet.UID: 3, api.UID: 1}}
+	if diff := cmp.Diff(want, f.reservations(f.prefix+"-c")); diff != "" {
+		t.Errorf("reservations while a drains (-want +got):\n%s", diff)
+	}
+	// a is gone and no moved pod is pending: the reservation is lifted.
+	delete(f.pods, f.prefix+"-a")
+	f.pass()
+	if diff := cmp.Diff(map[string]map[types.UID]int{}, f.reservations(f.prefix+"-c")); diff != "" {
+		t.Errorf("reservations once the moves are over (-want +got):\n%s", diff)
 	}
 }
 
@@ -333,7 +393,7 @@ func TestPrelaunchLaunchesRoomForTheInterruptedNodesPods(t *testing.T) {
 func TestPodsMovedByConsolidationAreNotMovedAgainWithinTheHold(t *testing.T) {
 	f := newFixture(t, "hold")
 	f.ctrl.opts.MovedPodsHold = time.Hour
-	web := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web", UID: "uid-rs-web", Controller: ptr.To(true)}
+	web := webReplicaSet
 	f.node("a", "big.2xlarge", "500m")
 	f.pods[f.prefix+"-a"][0].OwnerReferences = []metav1.OwnerReference{web}
 	f.node("b", "big.2xlarge", "1")
@@ -375,7 +435,7 @@ func TestPodsMovedByConsolidationAreNotMovedAgainWithinTheHold(t *testing.T) {
 	f.pods[f.prefix+"-c"][0].OwnerReferences = []metav1.OwnerReference{web}
 	if err := f.ctrl.deleteOriginals(f.ctx, Decision{Reason: karpv1.DisruptionReasonUnderutilized, Originals: []Candidate{{
 		Node: f.prefix + "-c", NodeClaim: f.prefix + "-c", NodePool: f.pool.Name, Pods: f.pods[f.prefix+"-c"],
-	}}}); err != nil {
+	}}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	delete(f.pods, f.prefix+"-c")

@@ -105,7 +105,7 @@ func (s *sidecar) shutdown() {
 }
 
 // startScheduler runs tailor-scheduler in-process with two profiles: tailor-scheduler (any
-// NodePool) and tailor-batch (only the batch NodePool).
+// NodePool, with the plugin's Score as shipped) and tailor-batch (only the batch NodePool).
 func startScheduler(t *testing.T, socket string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "scheduler.yaml")
@@ -115,7 +115,11 @@ clientConnection: {kubeconfig: %q}
 leaderElection: {leaderElect: false}
 profiles:
 - schedulerName: tailor-scheduler
-  plugins: {filter: {enabled: [{name: NodeProvisioning}]}, postFilter: {enabled: [{name: NodeProvisioning}]}}
+  plugins:
+    filter: {enabled: [{name: NodeProvisioning}]}
+    postFilter: {enabled: [{name: NodeProvisioning}]}
+    preScore: {enabled: [{name: NodeProvisioning}]}
+    score: {enabled: [{name: NodeProvisioning, weight: 20}]}
   pluginConfig:
   - {name: NodeProvisioning, args: {provisionerSocket: %q, requestTimeout: 2s}}
 - schedulerName: tailor-batch
@@ -184,11 +188,11 @@ func createNode(t *testing.T, cs kubernetes.Interface, name, cpu string, taints 
 	}
 }
 
-func createPod(t *testing.T, cs kubernetes.Interface, ns, name, scheduler, cpu, priorityClass string) *corev1.Pod {
+func createPod(t *testing.T, cs kubernetes.Interface, ns, name, scheduler, cpu, priorityClass string, owners ...metav1.OwnerReference) *corev1.Pod {
 	t.Helper()
 	zero := int64(0)
 	pod, err := cs.CoreV1().Pods(ns).Create(context.Background(), &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
+		ObjectMeta: metav1.ObjectMeta{Name: name, OwnerReferences: owners},
 		Spec: corev1.PodSpec{
 			SchedulerName: scheduler, PriorityClassName: priorityClass, TerminationGracePeriodSeconds: &zero,
 			Containers: []corev1.Container{{Name: "app", Image: "pause", Resources: corev1.ResourceRequirements{

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,9 +11,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
 	"github.com/tailor-autoscaler/tailor/provisioner/provisioning"
+	"github.com/tailor-autoscaler/tailor/provisioner/reservation"
 )
 
 var systemTaint = corev1.Taint{Key: "CriticalAddonsOnly", Value: "true", Effect: corev1.TaintEffectNoSchedule}
@@ -120,5 +124,40 @@ func TestSchedulingGoesOnWithoutTheSidecar(t *testing.T) {
 	}
 	if p.Spec.NodeName != "" {
 		t.Errorf("pod big bound to %q, want it pending for a new node", p.Spec.NodeName)
+	}
+}
+
+// TestPodsOfAControllerGoWhereConsolidationReservedRoom: a node reserved for one more pod of
+// a controller takes the next pod of that controller, though the scheduler's own scores
+// prefer the larger, emptier node; once the node runs the pods reserved, the next pod goes
+// by the default scores again.
+func TestPodsOfAControllerGoWhereConsolidationReservedRoom(t *testing.T) {
+	cs := clientset(t)
+	ns := namespace(t, cs)
+	socket := filepath.Join(t.TempDir(), "provisioner.sock")
+	startSidecar(t, socket, nomination.NewTracker(), make(chan provisioning.Submission, 10))
+	createNode(t, cs, "roomy-a", "16")
+	createNode(t, cs, "reserved-a", "4")
+	owner := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-5d4f", UID: "6f1c9a52-reserved-rs", Controller: ptr.To(true)}
+	value, err := reservation.Encode(reservation.Reservation{
+		Until: metav1.NewTime(time.Now().Add(time.Hour)), Pods: map[types.UID]int{owner.UID: 1},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, reservation.AnnotationKey, value)
+	if _, err := cs.CoreV1().Nodes().Patch(context.Background(), "reserved-a", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	startScheduler(t, socket)
+
+	var got []string
+	for _, name := range []string{"web-moved", "web-next"} {
+		createPod(t, cs, ns, name, "tailor-scheduler", "1", "", owner)
+		p := waitPod(t, cs, ns, name, "bound", func(p *corev1.Pod) bool { return p.Spec.NodeName != "" })
+		got = append(got, p.Spec.NodeName)
+	}
+	if diff := cmp.Diff([]string{"reserved-a", "roomy-a"}, got); diff != "" {
+		t.Errorf("nodes of web-moved and web-next (-want +got):\n%s", diff)
 	}
 }

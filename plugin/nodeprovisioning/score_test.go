@@ -1,0 +1,129 @@
+package nodeprovisioning
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/tailor-autoscaler/tailor/provisioner/reservation"
+)
+
+func TestScoreSteersPodsToTheirReservedNodes(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	const web, api types.UID = "rs-web", "rs-api"
+	pod := func(name string, controller types.UID) *v1.Pod {
+		p := st.MakePod().Namespace("default").Name(name).UID(name).Obj()
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: string(controller), UID: controller, Controller: ptr.To(true)}}
+		return p
+	}
+	reserved := func(name, value string) *v1.Node {
+		return st.MakeNode().Name(name).Annotation(reservation.AnnotationKey, value).Obj()
+	}
+	encode := func(until time.Time, pods map[types.UID]int) string {
+		v, err := reservation.Encode(reservation.Reservation{Until: metav1.NewTime(until), Pods: pods})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	later := now.Add(10 * time.Minute)
+
+	tests := []struct {
+		name string
+		pod  *v1.Pod
+		// nodes, each with the pods it runs.
+		nodes    []*v1.Node
+		running  map[string][]*v1.Pod
+		wantSkip bool
+		want     map[string]int64
+	}{
+		{
+			name:     "a pod without a controller skips scoring",
+			pod:      st.MakePod().Namespace("default").Name("bare").UID("bare").Obj(),
+			nodes:    []*v1.Node{reserved("a", encode(later, map[types.UID]int{web: 1}))},
+			wantSkip: true,
+		},
+		{
+			name:     "a pod no node is reserved for skips scoring",
+			pod:      pod("web-1", web),
+			nodes:    []*v1.Node{reserved("a", encode(later, map[types.UID]int{api: 3})), st.MakeNode().Name("b").Obj()},
+			wantSkip: true,
+		},
+		{
+			name: "the node reserved for more pods of the controller scores highest, the others zero",
+			pod:  pod("web-1", web),
+			nodes: []*v1.Node{
+				reserved("a", encode(later, map[types.UID]int{web: 2})),
+				reserved("b", encode(later, map[types.UID]int{api: 2})),
+				st.MakeNode().Name("c").Obj(),
+			},
+			running: map[string][]*v1.Pod{"a": {pod("web-0", web)}},
+			want:    map[string]int64{"a": framework.MaxNodeScore, "b": 0, "c": 0},
+		},
+		{
+			name: "a node already running the pods reserved for the controller is no longer preferred",
+			pod:  pod("web-2", web),
+			nodes: []*v1.Node{
+				reserved("a", encode(later, map[types.UID]int{web: 2})),
+				reserved("b", encode(later, map[types.UID]int{web: 1})),
+			},
+			running: map[string][]*v1.Pod{"a": {pod("web-0", web), pod("web-1", web)}},
+			want:    map[string]int64{"a": 0, "b": framework.MaxNodeScore},
+		},
+		{
+			name:     "a lapsed reservation is ignored",
+			pod:      pod("web-1", web),
+			nodes:    []*v1.Node{reserved("a", encode(now, map[types.UID]int{web: 1}))},
+			wantSkip: true,
+		},
+		{
+			name:     "a reservation that cannot be read is ignored",
+			pod:      pod("web-1", web),
+			nodes:    []*v1.Node{reserved("a", `{"pods": 3}`)},
+			wantSkip: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pl := &NodeProvisioning{clock: clocktesting.NewFakeClock(now)}
+			var infos []fwk.NodeInfo
+			for _, n := range tt.nodes {
+				info := framework.NewNodeInfo(tt.running[n.Name]...)
+				info.SetNode(n)
+				infos = append(infos, info)
+			}
+			state := framework.NewCycleState()
+			status := pl.PreScore(context.Background(), state, tt.pod, infos)
+			if tt.wantSkip {
+				if !status.IsSkip() {
+					t.Fatalf("PreScore = %v, want Skip", status)
+				}
+				return
+			}
+			if !status.IsSuccess() {
+				t.Fatalf("PreScore = %v, want success", status)
+			}
+			got := map[string]int64{}
+			for _, info := range infos {
+				score, status := pl.Score(context.Background(), state, tt.pod, info)
+				if !status.IsSuccess() {
+					t.Fatalf("Score(%s) = %v", info.Node().Name, status)
+				}
+				got[info.Node().Name] = score
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("scores (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -1,0 +1,110 @@
+package disruption
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/tailor-autoscaler/tailor/provisioner/packing"
+	"github.com/tailor-autoscaler/tailor/provisioner/reservation"
+)
+
+// reservationLifetime bounds how long a node stays reserved for the pods a decision moves.
+// Draining with PodDisruptionBudgets takes minutes; the controller lifts the reservations
+// as soon as the moved pods have landed, and a lapsed one only stops steering pods.
+const reservationLifetime = 15 * time.Minute
+
+// reserve writes, on every node the decision moves pods onto, how many pods of each of
+// their controllers the node is to run once they have moved: tailor-scheduler puts the pods
+// that replace the evicted ones there. replacementNodes are the node names of the
+// decision's replacements, in order.
+func (c *Controller) reserve(ctx context.Context, d Decision, replacementNodes []string) error {
+	want := map[string]map[types.UID]int{}
+	add := func(node string, pods []*corev1.Pod) {
+		for _, p := range pods {
+			if uid, ok := reservation.ControllerOf(p); ok {
+				if want[node] == nil {
+					want[node] = map[types.UID]int{}
+				}
+				want[node][uid]++
+			}
+		}
+	}
+	kept := map[string]*packing.Node{}
+	for _, p := range d.Placements {
+		add(p.Node.Node.Name, p.Pods)
+		kept[p.Node.Node.Name] = p.Node
+	}
+	for name, n := range kept {
+		for uid := range want[name] {
+			want[name][uid] += running(n, uid)
+		}
+	}
+	for i, r := range d.Replacements {
+		if i < len(replacementNodes) && replacementNodes[i] != "" {
+			add(replacementNodes[i], r.Pods)
+		}
+	}
+	until := metav1.NewTime(c.clock.Now().Add(reservationLifetime))
+	for node, pods := range want {
+		if err := c.setReservation(ctx, node, &reservation.Reservation{Until: until, Pods: pods}); err != nil {
+			return err
+		}
+	}
+	if len(want) > 0 {
+		log.FromContext(ctx).V(1).Info("reserved nodes for the pods moving onto them", "nodes", len(want), "until", until.Time)
+	}
+	return nil
+}
+
+// running counts the pods of the controller on a node that stay there.
+func running(n *packing.Node, controller types.UID) int {
+	count := 0
+	for _, p := range n.Pods {
+		if uid, ok := reservation.ControllerOf(p); ok && uid == controller && movable(p) {
+			count++
+		}
+	}
+	return count
+}
+
+// release lifts the reservations of every node: the pods they were for have landed.
+func (c *Controller) release(ctx context.Context, nodes []packing.Node) error {
+	for _, n := range nodes {
+		if _, ok := n.Node.Annotations[reservation.AnnotationKey]; ok {
+			if err := c.setReservation(ctx, n.Node.Name, nil); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// setReservation writes the node's reservation, or removes it when r is nil.
+func (c *Controller) setReservation(ctx context.Context, name string, r *reservation.Reservation) error {
+	return c.withNode(ctx, name, func(ctx context.Context, kube client.Client, node *corev1.Node) error {
+		patch := client.MergeFrom(node.DeepCopy())
+		if r == nil {
+			delete(node.Annotations, reservation.AnnotationKey)
+		} else {
+			value, err := reservation.Encode(*r)
+			if err != nil {
+				return err
+			}
+			if node.Annotations == nil {
+				node.Annotations = map[string]string{}
+			}
+			node.Annotations[reservation.AnnotationKey] = value
+		}
+		if err := kube.Patch(ctx, node, patch); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("writing the reservation of node %s: %w", name, err)
+		}
+		return nil
+	})
+}

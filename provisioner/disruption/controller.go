@@ -50,10 +50,27 @@ var (
 		Namespace: "tailor", Subsystem: "disruption", Name: "savings_dollars_per_hour_total",
 		Help: "Hourly price saved by disruption decisions, summed over decisions, by reason.",
 	}, []string{"reason"})
+	passesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "tailor", Subsystem: "disruption", Name: "passes_total",
+		Help: "Disruption passes, by result: decided (a disruption began), idle (nothing to disrupt), busy (a disruption under way), failed.",
+	}, []string{"result"})
+	decideSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "tailor", Subsystem: "disruption", Name: "decide_duration_seconds",
+		Help:    "Time one pass took to decide the next disruption.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+	})
+)
+
+// Pass results, the result label of tailor_disruption_passes_total.
+const (
+	PassDecided = "decided"
+	PassIdle    = "idle"
+	PassBusy    = "busy"
+	PassFailed  = "failed"
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(decisionsTotal, savingsTotal)
+	crmetrics.Registry.MustRegister(decisionsTotal, savingsTotal, passesTotal, decideSeconds)
 }
 
 // ClusterReader is the planner's view of the whole cluster.
@@ -157,39 +174,50 @@ func (c *Controller) Start(ctx context.Context) error {
 func (c *Controller) Pass(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	result, err := c.pass(ctx)
+	if err != nil {
+		result = PassFailed
+	}
+	passesTotal.WithLabelValues(result).Inc()
+	return err
+}
+
+func (c *Controller) pass(ctx context.Context) (string, error) {
 	if c.pending != nil {
-		return c.continuePending(ctx)
+		return PassBusy, c.continuePending(ctx)
 	}
 	in, err := c.cluster.ClusterInput(ctx)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if moving, err := c.inMotion(ctx, in); moving || err != nil {
-		return err
+		return PassBusy, err
 	}
 	if err := c.release(ctx, in.Nodes); err != nil {
-		return err
+		return "", err
 	}
 	cluster, budget, err := c.view(ctx, in)
 	if err != nil {
-		return err
+		return "", err
 	}
+	start := time.Now()
 	d, ok := Decide(cluster, budget, c.opts.Options)
+	decideSeconds.Observe(time.Since(start).Seconds())
 	if ok && !c.unchanged(ctx, d.Originals) {
 		log.FromContext(ctx).V(1).Info("pods moved while deciding; deciding again", "reason", d.Reason, "nodes", nodeNames(d.Originals))
-		return nil
+		return PassBusy, nil
 	}
 	c.rest = map[string]bool{}
 	for _, n := range d.Rest {
 		c.rest[n] = true
 	}
 	if err := c.markPlanned(ctx, in.Nodes); err != nil {
-		return err
+		return "", err
 	}
 	if !ok {
-		return nil
+		return PassIdle, nil
 	}
-	return c.execute(ctx, d)
+	return PassDecided, c.execute(ctx, d)
 }
 
 // inMotion reports whether the last decisions are still under way: a NodeClaim they

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -248,6 +249,7 @@ func TestUnderusedNodesAreReplacedOnceTheReplacementIsUp(t *testing.T) {
 	f.node("b", "big.2xlarge", "1")
 	f.pods[f.prefix+"-a"][0].OwnerReferences = []metav1.OwnerReference{webReplicaSet}
 	f.pods[f.prefix+"-b"][0].OwnerReferences = []metav1.OwnerReference{webReplicaSet}
+	passes := countPasses()
 	f.pass()
 	if diff := cmp.Diff(map[string]string{"a": "cordoned", "b": "cordoned"}, f.state("a", "b")); diff != "" {
 		t.Fatalf("after the decision (-want +got):\n%s", diff)
@@ -263,6 +265,9 @@ func TestUnderusedNodesAreReplacedOnceTheReplacementIsUp(t *testing.T) {
 	f.pass()
 	if diff := cmp.Diff(map[string]string{"a": "deleted", "b": "deleted"}, f.state("a", "b")); diff != "" {
 		t.Errorf("once the replacement is up (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]float64{PassDecided: 1, PassBusy: 2, PassIdle: 0, PassFailed: 0}, passes()); diff != "" {
+		t.Errorf("passes by result (-want +got):\n%s", diff)
 	}
 	want := map[string]map[types.UID]int{f.prefix + "-replacement-1": {webReplicaSet.UID: 2}}
 	if diff := cmp.Diff(want, f.reservations(f.prefix+"-replacement-1")); diff != "" {
@@ -340,9 +345,29 @@ func TestBudgetOfZeroDisruptsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.node("idle", "small.xlarge")
+	passes := countPasses()
 	f.pass()
 	if diff := cmp.Diff(map[string]string{"idle": "kept"}, f.state("idle")); diff != "" {
 		t.Errorf("after a pass (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]float64{PassDecided: 0, PassBusy: 0, PassIdle: 1, PassFailed: 0}, passes()); diff != "" {
+		t.Errorf("passes by result (-want +got):\n%s", diff)
+	}
+}
+
+// countPasses returns a function that reports the passes, by result, since it was made.
+func countPasses() func() map[string]float64 {
+	results := []string{PassDecided, PassIdle, PassBusy, PassFailed}
+	start := map[string]float64{}
+	for _, r := range results {
+		start[r] = testutil.ToFloat64(passesTotal.WithLabelValues(r))
+	}
+	return func() map[string]float64 {
+		out := map[string]float64{}
+		for _, r := range results {
+			out[r] = testutil.ToFloat64(passesTotal.WithLabelValues(r)) - start[r]
+		}
+		return out
 	}
 }
 

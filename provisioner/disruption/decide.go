@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
@@ -214,28 +215,53 @@ func consolidation(c Cluster, candidates []Candidate, budget Budget, opts Option
 	return takeNow(c, plan(c, candidates, opts), budget, opts)
 }
 
-// plan grows the set of nodes to take away in candidate order: a node joins when the set
-// with it still consolidates and saves more than without it.
+// plan grows the set of nodes to take away in candidate order: a node joins when its pods
+// still fit and the set saves no less with it. A node that saves nothing alone may save
+// with others (nodes each running one GPU pod, replaced by one larger node), so nodes are
+// let in on a tie; a last pass takes out again those of them the set saves as much without.
 func plan(c Cluster, candidates []Candidate, opts Options) []Candidate {
 	var set []Candidate
+	tied := map[string]bool{}
 	saved := 0.0
 	for i, cand := range candidates {
 		if i == opts.MaxCandidates {
 			break
 		}
 		next := append(slices.Clip(set), cand)
-		if d, ok := consolidate(c, next, nil, opts); ok && d.Savings > saved {
-			set, saved = next, d.Savings
+		d, ok := evaluate(c, next, nil)
+		if !ok || d.Savings <= saved-savingsEpsilon {
+			continue
 		}
+		tied[cand.Node] = d.Savings < saved+savingsEpsilon
+		set, saved = next, d.Savings
+	}
+	for i := len(set) - 1; i >= 0; i-- {
+		if !tied[set[i].Node] {
+			continue
+		}
+		without := append(slices.Clone(set[:i]), set[i+1:]...)
+		if d, ok := evaluate(c, without, nil); ok && d.Savings > saved-savingsEpsilon {
+			set, saved = without, d.Savings
+		}
+	}
+	if saved <= savingsEpsilon {
+		return nil
 	}
 	return set
 }
 
+// savingsEpsilon is the least saving that counts: below it prices only differ by rounding.
+const savingsEpsilon = 1e-9
+
 // takeNow consolidates the first nodes of the plan its budgets allow, as many as still
-// consolidate together, keeping pods off the rest of the plan. The decision's Rest is
-// what of the plan is left.
+// consolidate together, keeping pods off the rest of the plan. Nodes whose pods share a
+// replacement go together or not at all, so that no replacement is launched for part of
+// the pods the plan meant it for. The decision's Rest is what of the plan is left.
 func takeNow(c Cluster, set []Candidate, budget Budget, opts Options) (Decision, bool) {
-	now := withinBudget(set, karpv1.DisruptionReasonUnderutilized, budget, opts.MaxMultiNode)
+	now := wholeGroups(shareReplacements(c, set), budget, opts.MaxMultiNode)
+	if len(now) == 0 {
+		now = withinBudget(set, karpv1.DisruptionReasonUnderutilized, budget, opts.MaxMultiNode)
+	}
 	taken := map[string]bool{}
 	for _, cand := range now {
 		taken[cand.Node] = true
@@ -261,29 +287,113 @@ func takeNow(c Cluster, set []Candidate, budget Budget, opts Options) (Decision,
 	return Decision{}, false
 }
 
+// shareReplacements splits the plan into groups of nodes whose pods the plan puts on the
+// same replacements, in plan order.
+func shareReplacements(c Cluster, set []Candidate) [][]Candidate {
+	d, _ := evaluate(c, set, nil)
+	origin := map[types.NamespacedName]int{}
+	for i, cand := range set {
+		for _, p := range cand.Pods {
+			origin[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = i
+		}
+	}
+	// label[i] is the group of set[i]: the least index in it.
+	label := make([]int, len(set))
+	for i := range label {
+		label[i] = i
+	}
+	for _, nc := range d.Replacements {
+		joined, to := map[int]bool{}, len(set)
+		for _, p := range nc.Pods {
+			if i, ok := origin[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}]; ok {
+				joined[label[i]] = true
+				to = min(to, label[i])
+			}
+		}
+		for i := range label {
+			if joined[label[i]] {
+				label[i] = to
+			}
+		}
+	}
+	index := map[int]int{}
+	var groups [][]Candidate
+	for i, cand := range set {
+		g, ok := index[label[i]]
+		if !ok {
+			g = len(groups)
+			index[label[i]] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], cand)
+	}
+	return groups
+}
+
+// wholeGroups takes groups in order while every NodePool's budget and the cap allow all of
+// a group, skipping those that do not fit.
+func wholeGroups(groups [][]Candidate, budget Budget, limit int) []Candidate {
+	left := map[string]int{}
+	var out []Candidate
+	for _, g := range groups {
+		if len(out)+len(g) > limit {
+			continue
+		}
+		need := map[string]int{}
+		for _, cand := range g {
+			need[cand.NodePool]++
+		}
+		fits := true
+		for pool, n := range need {
+			if _, seen := left[pool]; !seen {
+				left[pool] = budget(pool, karpv1.DisruptionReasonUnderutilized)
+			}
+			fits = fits && n <= left[pool]
+		}
+		if !fits {
+			continue
+		}
+		for pool, n := range need {
+			left[pool] -= n
+		}
+		out = append(out, g...)
+	}
+	return out
+}
+
 // consolidate checks whether taking the nodes away saves money: their pods fit on the
-// other nodes, or on those plus fewer replacements (one for a single node) that cost less
-// than the nodes taken away.
+// other nodes, or on those plus replacements that cost less than the nodes taken away (by
+// SpotToSpotSavings at least when spot replaces spot).
 func consolidate(c Cluster, nodes []Candidate, later map[string]bool, opts Options) (Decision, bool) {
-	plan, ok := simulate(c, nodes, later)
-	if !ok || len(plan.NewNodeClaims) > max(1, len(nodes)-1) {
+	d, ok := evaluate(c, nodes, later)
+	if !ok || d.Savings <= savingsEpsilon {
 		return Decision{}, false
 	}
-	was, allSpot := 0.0, true
+	allSpot := true
 	for _, n := range nodes {
-		was += n.Price
 		allSpot = allSpot && n.CapacityType == karpv1.CapacityTypeSpot
 	}
-	now := price(plan.NewNodeClaims)
-	if now >= was {
+	was := d.Savings + price(d.Replacements)
+	if len(d.Replacements) > 0 && allSpot && allSpotClaims(d.Replacements) && price(d.Replacements) > was*(1-opts.SpotToSpotSavings) {
 		return Decision{}, false
 	}
-	if len(plan.NewNodeClaims) > 0 && allSpot && allSpotClaims(plan.NewNodeClaims) && now > was*(1-opts.SpotToSpotSavings) {
+	return d, true
+}
+
+// evaluate plans taking the nodes away, whatever it saves; false when some pod would have
+// nowhere to go.
+func evaluate(c Cluster, nodes []Candidate, later map[string]bool) (Decision, bool) {
+	plan, ok := simulate(c, nodes, later)
+	if !ok {
 		return Decision{}, false
+	}
+	was := 0.0
+	for _, n := range nodes {
+		was += n.Price
 	}
 	return Decision{
 		Reason: karpv1.DisruptionReasonUnderutilized, Originals: nodes,
-		Replacements: plan.NewNodeClaims, Placements: plan.Existing, Savings: was - now,
+		Replacements: plan.NewNodeClaims, Placements: plan.Existing, Savings: was - price(plan.NewNodeClaims),
 	}, true
 }
 

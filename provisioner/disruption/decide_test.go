@@ -13,10 +13,11 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 )
 
-// decideCluster is a NodePool of two machine sizes (spot and on-demand) and nodes given as
-// name, instance type, capacity type and the CPU requests of their pods.
+// decideCluster is a NodePool of three machine sizes (spot and on-demand) and nodes given as
+// name, instance type, capacity type and the CPU requests of their pods. The largest is the
+// cheapest per CPU, the middle one the dearest.
 func decideCluster(nodes ...node) Cluster {
-	types := []*cloudprovider.InstanceType{instanceType("big.2xlarge", 8, 1.0), instanceType("small.xlarge", 4, 0.2)}
+	types := []*cloudprovider.InstanceType{instanceType("big.2xlarge", 8, 1.0), instanceType("small.xlarge", 4, 0.2), instanceType("large.4xlarge", 16, 0.6)}
 	for _, it := range types {
 		it.Offerings = append(it.Offerings, cloudprovider.Offering{Zone: "us-east-1a", CapacityType: karpv1.CapacityTypeSpot, Price: it.Offerings[0].Price * 0.9, Available: true})
 	}
@@ -41,16 +42,18 @@ func decideCluster(nodes ...node) Cluster {
 			cand.Pods = append(cand.Pods, p)
 		}
 		c.Nodes = append(c.Nodes, node)
-		c.Candidates = append(c.Candidates, cand)
+		if !n.keep {
+			c.Candidates = append(c.Candidates, cand)
+		}
 	}
 	return c
 }
 
 // node is a node of a test cluster: planned marks it left for later by a consolidation
-// under way.
+// under way; keep makes it no candidate (say, do-not-disrupt), though it takes pods.
 type node = struct {
 	name, instanceType, capacityType string
-	drifted, planned                 bool
+	drifted, planned, keep           bool
 	pods                             []string
 }
 
@@ -77,6 +80,15 @@ func summarize(d Decision, ok bool) *summary {
 	}
 	s.Rest = d.Rest
 	return s
+}
+
+// oneCPUHungryPodEach is spot small nodes, each running a pod too large to share one.
+func oneCPUHungryPodEach(names ...string) []node {
+	var out []node
+	for _, n := range names {
+		out = append(out, node{name: n, instanceType: "small.xlarge", capacityType: "spot", pods: []string{"3"}})
+	}
+	return out
 }
 
 func TestDecide(t *testing.T) {
@@ -114,7 +126,7 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:   "pods that fit on another node: the underused node is deleted",
-			nodes:  []node{{name: "a", instanceType: "big.2xlarge", capacityType: "on-demand", pods: []string{"4"}}, {name: "b", instanceType: "big.2xlarge", capacityType: "on-demand", pods: []string{"1"}}},
+			nodes:  []node{{name: "a", instanceType: "big.2xlarge", capacityType: "on-demand", keep: true, pods: []string{"4"}}, {name: "b", instanceType: "big.2xlarge", capacityType: "on-demand", pods: []string{"1"}}},
 			budget: all,
 			want:   &summary{Reason: karpv1.DisruptionReasonUnderutilized, Originals: []string{"b"}, Targets: []string{"a"}},
 		},
@@ -139,6 +151,30 @@ func TestDecide(t *testing.T) {
 				{name: "b", instanceType: "big.2xlarge", capacityType: "on-demand", planned: true, pods: []string{"1500m"}},
 				{name: "c", instanceType: "big.2xlarge", capacityType: "on-demand", pods: []string{"5"}}},
 			budget: one,
+			want:   &summary{Reason: karpv1.DisruptionReasonUnderutilized, Originals: []string{"b"}, Targets: []string{"c"}},
+		},
+		{
+			name:   "nodes that save nothing alone are replaced together by a larger node that costs less",
+			nodes:  oneCPUHungryPodEach("a1", "a2", "a3", "a4"),
+			budget: all,
+			want: &summary{Reason: karpv1.DisruptionReasonUnderutilized, Originals: []string{"a1", "a2", "a3", "a4"},
+				Replacements: []string{"spot large.4xlarge"}},
+		},
+		{
+			name: "nodes that share a replacement go together or wait: the budget takes what it can whole",
+			nodes: append(oneCPUHungryPodEach("a1", "a2", "a3", "a4"),
+				node{name: "b", instanceType: "big.2xlarge", capacityType: "on-demand", pods: []string{"1"}},
+				node{name: "c", instanceType: "big.2xlarge", capacityType: "on-demand", keep: true, pods: []string{"6"}}),
+			budget: func(string, karpv1.DisruptionReason) int { return 4 },
+			want: &summary{Reason: karpv1.DisruptionReasonUnderutilized, Originals: []string{"b"}, Targets: []string{"c"},
+				Rest: []string{"a1", "a2", "a3", "a4"}},
+		},
+		{
+			name: "a node that saves nothing stays, though it joined the plan on a tie",
+			nodes: append(oneCPUHungryPodEach("d"),
+				node{name: "b", instanceType: "big.2xlarge", capacityType: "on-demand", pods: []string{"1"}},
+				node{name: "c", instanceType: "big.2xlarge", capacityType: "on-demand", keep: true, pods: []string{"7"}}),
+			budget: all,
 			want:   &summary{Reason: karpv1.DisruptionReasonUnderutilized, Originals: []string{"b"}, Targets: []string{"c"}},
 		},
 		{

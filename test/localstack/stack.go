@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -133,8 +134,10 @@ type Stack struct {
 	AWSEndpoint string
 	// SocketPath is the provisioner's gRPC socket.
 	SocketPath string
-	// ProvisionerMetricsURL serves the (first) provisioner's Prometheus metrics.
-	ProvisionerMetricsURL string
+	// ProvisionerMetricsURL serves the (first) provisioner's Prometheus metrics;
+	// ProvisionerMetricsURLs those of every replica.
+	ProvisionerMetricsURL  string
+	ProvisionerMetricsURLs []string
 	// order is the start order of this stack's components.
 	order []string
 }
@@ -554,6 +557,9 @@ func (s *Stack) startProvisioner(ctx context.Context, replica string) error {
 	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", s.ports["provisioner-metrics-"+replica])
 	if replica == "a" {
 		s.ProvisionerMetricsURL = metricsURL
+	}
+	if !slices.Contains(s.ProvisionerMetricsURLs, metricsURL) {
+		s.ProvisionerMetricsURLs = append(s.ProvisionerMetricsURLs, metricsURL)
 	}
 	socket := s.socketOf(replica)
 	args := []string{

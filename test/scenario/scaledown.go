@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/http"
 	"os"
 	"slices"
 	"sort"
@@ -17,6 +18,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -38,6 +40,7 @@ import (
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws"
+	"github.com/tailor-autoscaler/tailor/provisioner/disruption"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 	"github.com/tailor-autoscaler/tailor/test/localaws"
 	"github.com/tailor-autoscaler/tailor/test/localstack"
@@ -126,7 +129,9 @@ type ScaleDownOptions struct {
 	// (DefaultDisruptionInterval); only Quiet's default uses it.
 	DisruptionInterval time.Duration
 	// Quiet is how long no NodeClaim may be created or deleted for the cluster to count as
-	// converged. By default the longer of ConsolidateAfter and the sidecar's protection of
+	// converged; the sidecar must also have made two passes that found nothing to disrupt
+	// since (tailor_disruption_passes_total{result="idle"}), for a pass that plans a large
+	// consolidation may take longer than Quiet. By default the longer of ConsolidateAfter and the sidecar's protection of
 	// new nodes (its --batch-max-duration, 10s), plus three disruption intervals: after a
 	// move its nodes wait that long before they are candidates again, a pass may take an
 	// interval to come, and two more cover passes that found nothing while a node settled.
@@ -300,7 +305,7 @@ func ScaleDown(ctx context.Context, stack *localstack.Stack, opts ScaleDownOptio
 	if err != nil {
 		return nil, err
 	}
-	run := &scaleDownRun{opts: opts, endpoint: stack.AWSEndpoint, cs: cs, deployments: deployments, pools: pools, w: w, r: r, out: out}
+	run := &scaleDownRun{opts: opts, endpoint: stack.AWSEndpoint, metricsURLs: stack.ProvisionerMetricsURLs, cs: cs, deployments: deployments, pools: pools, w: w, r: r, out: out}
 	if err := run.provision(ctx); err != nil {
 		return nil, err
 	}
@@ -324,6 +329,7 @@ func ScaleDown(ctx context.Context, stack *localstack.Stack, opts ScaleDownOptio
 type scaleDownRun struct {
 	opts        ScaleDownOptions
 	endpoint    string
+	metricsURLs []string
 	cs          kubernetes.Interface
 	deployments []*deployment
 	pools       *workloadPools
@@ -404,13 +410,24 @@ func (s *scaleDownRun) scaleDown(ctx context.Context) error {
 // converge waits until the cluster converges or ConvergeTimeout passes.
 func (s *scaleDownRun) converge(ctx context.Context) error {
 	var last convergence
+	// idleSince counts the sidecar's idle passes from the last NodeClaim change on.
+	var idleAt, idleSince float64
+	var seen time.Time
 	err := wait.PollUntilContextTimeout(ctx, time.Second, s.opts.ConvergeTimeout, true, func(ctx context.Context) (bool, error) {
 		st, err := s.w.state(ctx)
 		if err != nil {
 			return false, err
 		}
 		last = st
-		return st.converged(s.r.To, s.opts.Quiet), nil
+		idle, err := idlePasses(ctx, s.metricsURLs)
+		if err != nil {
+			return false, err
+		}
+		if !st.lastChange.Equal(seen) {
+			seen, idleAt = st.lastChange, idle
+		}
+		idleSince = idle - idleAt
+		return st.converged(s.r.To, s.opts.Quiet) && idleSince >= 2, nil
 	})
 	switch {
 	case err == nil:
@@ -423,6 +440,51 @@ func (s *scaleDownRun) converge(ctx context.Context) error {
 	s.r.Converge = last.lastChange.Sub(s.scaledAt)
 	s.r.Running, s.r.Pending = last.running, last.pending
 	return nil
+}
+
+// idlePasses reads how many disruption passes found nothing to disrupt, summed over the
+// sidecar's replicas that answer (only the leader makes passes).
+func idlePasses(ctx context.Context, metricsURLs []string) (float64, error) {
+	total, answered := 0.0, 0
+	var errs []error
+	for _, url := range metricsURLs {
+		n, err := idlePassesOf(ctx, url)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		total += n
+		answered++
+	}
+	if answered == 0 && len(errs) > 0 {
+		return 0, errors.Join(errs...)
+	}
+	return total, nil
+}
+
+func idlePassesOf(ctx context.Context, metricsURL string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metricsURL, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("reading the sidecar's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	var parser expfmt.TextParser
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return 0, fmt.Errorf("parsing the sidecar's metrics at %s: %w", metricsURL, err)
+	}
+	for _, m := range families["tailor_disruption_passes_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "result" && l.GetValue() == disruption.PassIdle {
+				return m.GetCounter().GetValue(), nil
+			}
+		}
+	}
+	return 0, nil
 }
 
 // groupDeployments groups the workload's pods whose labels and spec are identical into
@@ -1123,7 +1185,7 @@ func PrintScaleDown(w io.Writer, r *ScaleDownResult) {
 	}
 	row("other deletions", "%d pods deleted neither by eviction nor by the scale-down", r.OtherDeletions)
 	if r.Converged {
-		row("converged", "in %s (the scale-down's last NodeClaim change, or consolidation on; then quiet for %s)", r.Converge.Round(time.Second), r.Quiet)
+		row("converged", "in %s (the scale-down's last NodeClaim change, or consolidation on; then quiet for %s and two disruption passes that found nothing)", r.Converge.Round(time.Second), r.Quiet)
 	} else {
 		row("converged", "NO: last NodeClaim change %s after the scale-down", r.Converge.Round(time.Second))
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
@@ -26,6 +25,7 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
+	"github.com/tailor-autoscaler/tailor/provisioner/reservation"
 )
 
 // PlannedTaint marks the nodes a consolidation plan takes away in later passes. Being
@@ -403,11 +403,11 @@ type moves struct{ first, last time.Time }
 // controller lost pods to consolidation before the pod was created. A later eviction does
 // not make the pods created since the first any less moved.
 func (c *Controller) wasMoved(p *corev1.Pod) bool {
-	owner := metav1.GetControllerOf(p)
-	if owner == nil {
+	owner, ok := reservation.ControllerOf(p)
+	if !ok {
 		return false
 	}
-	m, ok := c.moved[owner.UID]
+	m, ok := c.moved[owner]
 	return ok && !p.CreationTimestamp.Time.Before(m.first.Truncate(time.Second))
 }
 
@@ -598,13 +598,13 @@ func (c *Controller) deleteOriginals(ctx context.Context, d Decision, replacemen
 	now := c.clock.Now()
 	for _, o := range d.Originals {
 		for _, p := range o.Pods {
-			if owner := metav1.GetControllerOf(p); owner != nil {
-				m, ok := c.moved[owner.UID]
+			if owner, ok := reservation.ControllerOf(p); ok {
+				m, ok := c.moved[owner]
 				if !ok {
 					m.first = now
 				}
 				m.last = now
-				c.moved[owner.UID] = m
+				c.moved[owner] = m
 			}
 		}
 	}

@@ -373,8 +373,9 @@ func consolidate(c Cluster, nodes []Candidate, later map[string]bool, opts Optio
 	for _, n := range nodes {
 		allSpot = allSpot && n.CapacityType == karpv1.CapacityTypeSpot
 	}
-	was := d.Savings + price(d.Replacements)
-	if len(d.Replacements) > 0 && allSpot && allSpotClaims(d.Replacements) && price(d.Replacements) > was*(1-opts.SpotToSpotSavings) {
+	now := price(d.Replacements)
+	was := d.Savings + now
+	if len(d.Replacements) > 0 && allSpot && allSpotClaims(d.Replacements) && now > was*(1-opts.SpotToSpotSavings) {
 		return Decision{}, false
 	}
 	return d, true

@@ -1,12 +1,12 @@
 package e2e
 
 import (
-	"net/http"
+	"context"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/prometheus/common/expfmt"
 
+	"github.com/tailor-autoscaler/tailor/test/localstack"
 	"github.com/tailor-autoscaler/tailor/test/scenario"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
 )
@@ -60,42 +60,11 @@ func TestDemoPodsLandWhereTheyWereNominated(t *testing.T) {
 // bound, plans timed, and the scheduler plugin's calls counted.
 func checkMetrics(t *testing.T, url string, nodeClaims, pods int) {
 	t.Helper()
-	resp, err := http.Get(url)
+	metrics, err := localstack.ScrapeMetrics(context.Background(), url)
 	if err != nil {
-		t.Fatalf("scraping %s: %v", url, err)
+		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	var parser expfmt.TextParser
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("parsing %s: %v", url, err)
-	}
-	// sum adds the samples of a family whose labels include match.
-	sum := func(name string, match map[string]string) float64 {
-		total := 0.0
-		for _, m := range families[name].GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			matches := true
-			for k, v := range match {
-				matches = matches && labels[k] == v
-			}
-			if !matches {
-				continue
-			}
-			switch {
-			case m.GetCounter() != nil:
-				total += m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				total += m.GetGauge().GetValue()
-			case m.GetHistogram() != nil:
-				total += float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-		return total
-	}
+	sum := metrics.Sum
 	want := map[string]float64{
 		"tailor_nodeclaims_created_total":                          float64(nodeClaims),
 		"tailor_nodeclaims_launched_total":                         float64(nodeClaims),

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/http"
 	"os"
 	"slices"
 	"sort"
@@ -18,7 +17,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -131,10 +129,11 @@ type ScaleDownOptions struct {
 	// Quiet is how long no NodeClaim may be created or deleted for the cluster to count as
 	// converged; the sidecar must also have made two passes that found nothing to disrupt
 	// since (tailor_disruption_passes_total{result="idle"}), for a pass that plans a large
-	// consolidation may take longer than Quiet. By default the longer of ConsolidateAfter and the sidecar's protection of
-	// new nodes (its --batch-max-duration, 10s), plus three disruption intervals: after a
-	// move its nodes wait that long before they are candidates again, a pass may take an
-	// interval to come, and two more cover passes that found nothing while a node settled.
+	// consolidation may take longer than Quiet. By default the longer of ConsolidateAfter
+	// and the sidecar's protection of new nodes (its --batch-max-duration, 10s), plus three
+	// disruption intervals: after a move its nodes wait that long before they are
+	// candidates again, a pass may take an interval to come, and two more cover passes that
+	// found nothing while a node settled.
 	Quiet time.Duration
 	// RunTimeout bounds the wait for every pod to run before the scale-down (10 minutes);
 	// ConvergeTimeout the wait for convergence after it (20 minutes).
@@ -410,8 +409,8 @@ func (s *scaleDownRun) scaleDown(ctx context.Context) error {
 // converge waits until the cluster converges or ConvergeTimeout passes.
 func (s *scaleDownRun) converge(ctx context.Context) error {
 	var last convergence
-	// idleSince counts the sidecar's idle passes from the last NodeClaim change on.
-	var idleAt, idleSince float64
+	// idleAt is the count of the sidecar's idle passes at the last NodeClaim change, seen.
+	var idleAt float64
 	var seen time.Time
 	err := wait.PollUntilContextTimeout(ctx, time.Second, s.opts.ConvergeTimeout, true, func(ctx context.Context) (bool, error) {
 		st, err := s.w.state(ctx)
@@ -426,8 +425,7 @@ func (s *scaleDownRun) converge(ctx context.Context) error {
 		if !st.lastChange.Equal(seen) {
 			seen, idleAt = st.lastChange, idle
 		}
-		idleSince = idle - idleAt
-		return st.converged(s.r.To, s.opts.Quiet) && idleSince >= 2, nil
+		return st.converged(s.r.To, s.opts.Quiet) && idle-idleAt >= 2, nil
 	})
 	switch {
 	case err == nil:
@@ -463,28 +461,11 @@ func idlePasses(ctx context.Context, metricsURLs []string) (float64, error) {
 }
 
 func idlePassesOf(ctx context.Context, metricsURL string) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metricsURL, nil)
+	metrics, err := localstack.ScrapeMetrics(ctx, metricsURL)
 	if err != nil {
 		return 0, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("reading the sidecar's metrics: %w", err)
-	}
-	defer resp.Body.Close()
-	var parser expfmt.TextParser
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		return 0, fmt.Errorf("parsing the sidecar's metrics at %s: %w", metricsURL, err)
-	}
-	for _, m := range families["tailor_disruption_passes_total"].GetMetric() {
-		for _, l := range m.GetLabel() {
-			if l.GetName() == "result" && l.GetValue() == disruption.PassIdle {
-				return m.GetCounter().GetValue(), nil
-			}
-		}
-	}
-	return 0, nil
+	return metrics.Sum("tailor_disruption_passes_total", map[string]string{"result": disruption.PassIdle}), nil
 }
 
 // groupDeployments groups the workload's pods whose labels and spec are identical into

@@ -1,0 +1,60 @@
+package localstack
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+)
+
+// Metrics are the metric families one scrape of a component's Prometheus endpoint read.
+type Metrics map[string]*dto.MetricFamily
+
+// ScrapeMetrics reads the metrics a component serves at url.
+func ScrapeMetrics(ctx context.Context, url string) (Metrics, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("scraping %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	var parser expfmt.TextParser
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("parsing the metrics of %s: %w", url, err)
+	}
+	return families, nil
+}
+
+// Sum adds the samples of a family whose labels include match: counter and gauge values,
+// and the sample counts of histograms.
+func (m Metrics) Sum(name string, match map[string]string) float64 {
+	total := 0.0
+	for _, metric := range m[name].GetMetric() {
+		labels := map[string]string{}
+		for _, l := range metric.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		matches := true
+		for k, v := range match {
+			matches = matches && labels[k] == v
+		}
+		if !matches {
+			continue
+		}
+		switch {
+		case metric.GetCounter() != nil:
+			total += metric.GetCounter().GetValue()
+		case metric.GetGauge() != nil:
+			total += metric.GetGauge().GetValue()
+		case metric.GetHistogram() != nil:
+			total += float64(metric.GetHistogram().GetSampleCount())
+		}
+	}
+	return total
+}

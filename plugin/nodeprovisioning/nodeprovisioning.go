@@ -132,8 +132,9 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 // goes to no node but the NodeClaim's; a node launched for planned pods takes no other pod
 // until they are all bound. A node registers before the scheduler has nominated every pod
 // planned onto it, and would otherwise look free to any pending pod, which would take the
-// capacity planned for others and push them onto nodes planned for yet others.
-func (pl *NodeProvisioning) Filter(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+// capacity planned for others and push them onto nodes planned for yet others. Likewise a
+// node consolidation reserved for the pods it moves keeps their room from other pods.
+func (pl *NodeProvisioning) Filter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
 	node := nodeInfo.Node().Name
 	n, ok := pl.provisioner.Nomination(pod.UID)
 	switch {
@@ -141,7 +142,7 @@ func (pl *NodeProvisioning) Filter(_ context.Context, _ fwk.CycleState, pod *v1.
 		if held := pl.provisioner.Held(node); held > 0 {
 			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node is held for %d pod(s) planned onto it until they are bound", held))
 		}
-		return nil
+		return pl.keepsRoomForOthers(ctx, pod, nodeInfo)
 	case node == n.NodeName:
 		return nil
 	case !n.launched():

@@ -57,12 +57,14 @@ func instanceType(name string, cpu int64, price float64) *cloudprovider.Instance
 // fixture is a cluster of NodeClaims and Nodes on a real API server, seen by the controller
 // through a ClusterReader built from them, with replacements launched as NodeClaims.
 type fixture struct {
-	t        *testing.T
-	ctx      context.Context
-	prefix   string
-	pool     *karpv1.NodePool
-	types    []*cloudprovider.InstanceType
-	pods     map[string][]*corev1.Pod
+	t      *testing.T
+	ctx    context.Context
+	prefix string
+	pool   *karpv1.NodePool
+	types  []*cloudprovider.InstanceType
+	pods   map[string][]*corev1.Pod
+	// pending are the pods bound to no node.
+	pending  []*corev1.Pod
 	clock    *clocktesting.FakeClock
 	launched int
 	ctrl     *Controller
@@ -159,7 +161,7 @@ func (f *fixture) initializeReplacement(n int) {
 
 // ClusterInput builds the planner's view from the API server's NodeClaims and Nodes.
 func (f *fixture) ClusterInput(ctx context.Context) (packing.Input, error) {
-	in := packing.Input{NodePools: []packing.NodePool{{NodePool: f.pool, InstanceTypes: f.types}}}
+	in := packing.Input{NodePools: []packing.NodePool{{NodePool: f.pool, InstanceTypes: f.types}}, Pods: f.pending}
 	claims := &karpv1.NodeClaimList{}
 	if err := kube.List(ctx, claims, client.MatchingLabels{karpv1.NodePoolLabelKey: f.pool.Name}); err != nil {
 		return in, err
@@ -315,6 +317,22 @@ func TestTheNodesMovedPodsGoToAreReservedUntilTheyLand(t *testing.T) {
 	want := map[string]map[types.UID]int{f.prefix + "-c": {webReplicaSet.UID: 3, api.UID: 1}}
 	if diff := cmp.Diff(want, f.reservations(f.prefix+"-c")); diff != "" {
 		t.Errorf("reservations while a drains (-want +got):\n%s", diff)
+	}
+	// The room kept for each pod to come is the most a pod of its controller requests.
+	node := &corev1.Node{}
+	if err := kube.Get(f.ctx, client.ObjectKey{Name: f.prefix + "-c"}, node); err != nil {
+		t.Fatal(err)
+	}
+	r, _, err := reservation.Of(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	requests := func(cpu string) corev1.ResourceList {
+		return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("1Gi")}
+	}
+	wantRequests := map[types.UID]corev1.ResourceList{webReplicaSet.UID: requests("500m"), api.UID: requests("250m")}
+	if diff := cmp.Diff(wantRequests, r.Requests, cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })); diff != "" {
+		t.Errorf("room kept per pod to come (-want +got):\n%s", diff)
 	}
 	// a is gone and no moved pod is pending: the reservation is lifted.
 	delete(f.pods, f.prefix+"-a")
@@ -543,8 +561,10 @@ func TestReplacementsAreNotConsolidatedWithinTheHold(t *testing.T) {
 
 func TestNoDecisionWhileTheLastOneIsUnderWay(t *testing.T) {
 	f := newFixture(t, "motion")
+	f.ctrl.opts.MovedPodsHold = time.Hour
 	f.setBudget("1")
 	f.node("a", "big.2xlarge", "500m")
+	f.pods[f.prefix+"-a"][0].OwnerReferences = []metav1.OwnerReference{webReplicaSet}
 	f.node("b", "big.2xlarge", "1")
 	f.node("c", "big.2xlarge", "1")
 	a := &karpv1.NodeClaim{}
@@ -577,9 +597,25 @@ func TestNoDecisionWhileTheLastOneIsUnderWay(t *testing.T) {
 	if err := kube.Update(f.ctx, a); err != nil {
 		t.Fatal(err)
 	}
+	// The ReplicaSet made up for the pod evicted from a; the new pod waits for a node.
+	f.clock.Step(time.Second)
+	moved := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-2", UID: "uid-web-2", OwnerReferences: []metav1.OwnerReference{webReplicaSet},
+			CreationTimestamp: metav1.NewTime(f.clock.Now())},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("1Gi")},
+		}}}},
+	}
+	f.pending = []*corev1.Pod{moved}
 	f.pass()
-	got := f.state("b", "c")
-	if got["b"] == "kept" && got["c"] == "kept" {
-		t.Errorf("once a is gone, one of b and c goes: %v", got)
+	if diff := cmp.Diff(map[string]string{"b": "kept", "c": "kept"}, f.state("b", "c")); diff != "" {
+		t.Errorf("while the pod moved from a waits for a node (-want +got):\n%s", diff)
+	}
+	f.pending = nil
+	moved.Spec.NodeName = f.prefix + "-c"
+	f.pods[f.prefix+"-c"] = append(f.pods[f.prefix+"-c"], moved)
+	f.pass()
+	if diff := cmp.Diff(map[string]string{"b": "deleted", "c": "kept"}, f.state("b", "c")); diff != "" {
+		t.Errorf("once the moved pod landed on c, b goes (-want +got):\n%s", diff)
 	}
 }

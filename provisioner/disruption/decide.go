@@ -51,6 +51,9 @@ type Cluster struct {
 	Volumes    packing.Volumes
 	// Candidates in no particular order.
 	Candidates []Candidate
+
+	// pins are the zones the candidates' pods must keep when they move (see zonePins).
+	pins map[types.NamespacedName]string
 }
 
 // Decision is one disruption to carry out.
@@ -94,6 +97,8 @@ func Decide(c Cluster, budget Budget, opts Options) (Decision, bool) {
 	if d, ok := empty(c, budget); ok {
 		return d, true
 	}
+	// Drift replaces a node whatever it takes; consolidation only moves what moves safely.
+	c.pins = zonePins(c)
 	var candidates []Candidate
 	for _, cand := range c.Candidates {
 		if cand.MayConsolidate && !cand.Drifted && len(cand.Pods) > 0 {
@@ -399,7 +404,8 @@ func evaluate(c Cluster, nodes []Candidate, later map[string]bool) (Decision, bo
 }
 
 // simulate plans the pods of the nodes taken away onto the rest of the cluster and new
-// NodeClaims; false when some pod would have nowhere to go.
+// NodeClaims, each pod in the zone it must keep, if any; false when some pod would have
+// nowhere to go.
 func simulate(c Cluster, gone []Candidate, later map[string]bool) (packing.Plan, bool) {
 	away := map[string]bool{}
 	in := packing.Input{NodePools: c.NodePools, DaemonSets: c.DaemonSets, Volumes: c.Volumes}
@@ -408,6 +414,9 @@ func simulate(c Cluster, gone []Candidate, later map[string]bool) (packing.Plan,
 		for _, p := range g.Pods {
 			pending := p.DeepCopy()
 			pending.Spec.NodeName = ""
+			if zone, ok := c.pins[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}]; ok {
+				pinToZone(pending, zone)
+			}
 			in.Pods = append(in.Pods, pending)
 		}
 	}

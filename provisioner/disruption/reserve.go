@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	resourcehelper "k8s.io/component-helpers/resource"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -21,11 +22,13 @@ import (
 const reservationLifetime = 15 * time.Minute
 
 // reserve writes, on every node the decision moves pods onto, how many pods of each of
-// their controllers the node is to run once they have moved: tailor-scheduler puts the pods
-// that replace the evicted ones there. replacementNodes are the node names of the
-// decision's replacements, in order.
+// their controllers the node is to run once they have moved and what each requests:
+// tailor-scheduler puts the pods that replace the evicted ones there and keeps their room
+// from other pods. replacementNodes are the node names of the decision's replacements, in
+// order.
 func (c *Controller) reserve(ctx context.Context, d Decision, replacementNodes []string) error {
 	want := map[string]map[types.UID]int{}
+	requests := map[types.UID]corev1.ResourceList{}
 	add := func(node string, pods []*corev1.Pod) {
 		for _, p := range pods {
 			if uid, ok := reservation.ControllerOf(p); ok {
@@ -33,6 +36,15 @@ func (c *Controller) reserve(ctx context.Context, d Decision, replacementNodes [
 					want[node] = map[types.UID]int{}
 				}
 				want[node][uid]++
+				// A controller's pods share a template, unless resized: keep the most.
+				if requests[uid] == nil {
+					requests[uid] = corev1.ResourceList{}
+				}
+				for name, q := range resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}) {
+					if have, ok := requests[uid][name]; !ok || q.Cmp(have) > 0 {
+						requests[uid][name] = q
+					}
+				}
 			}
 		}
 	}
@@ -53,7 +65,11 @@ func (c *Controller) reserve(ctx context.Context, d Decision, replacementNodes [
 	}
 	until := metav1.NewTime(c.clock.Now().Add(reservationLifetime))
 	for node, pods := range want {
-		if err := c.setReservation(ctx, node, &reservation.Reservation{Until: until, Pods: pods}); err != nil {
+		r := &reservation.Reservation{Until: until, Pods: pods, Requests: map[types.UID]corev1.ResourceList{}}
+		for uid := range pods {
+			r.Requests[uid] = requests[uid]
+		}
+		if err := c.setReservation(ctx, node, r); err != nil {
 			return err
 		}
 	}

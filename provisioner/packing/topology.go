@@ -253,17 +253,30 @@ func (x *topologyIndex) termTracker(pod *corev1.Pod, term *corev1.PodAffinityTer
 	return t
 }
 
-// spreadTracker returns the tracker of a topology spread constraint of the group's pods.
-func (x *topologyIndex) spreadTracker(g *group, c *corev1.TopologySpreadConstraint) *tracker {
+// spreadLabelSelector is the label selector of the pods a topology spread constraint of the
+// pod counts: the constraint's, narrowed to the pod's values of its match label keys.
+func spreadLabelSelector(pod *corev1.Pod, c *corev1.TopologySpreadConstraint) *metav1.LabelSelector {
 	ls := c.LabelSelector
 	if ls != nil && len(c.MatchLabelKeys) > 0 {
 		ls = ls.DeepCopy()
 		for _, k := range c.MatchLabelKeys {
-			if v, ok := g.rep.Labels[k]; ok {
+			if v, ok := pod.Labels[k]; ok {
 				ls.MatchExpressions = append(ls.MatchExpressions, metav1.LabelSelectorRequirement{Key: k, Operator: metav1.LabelSelectorOpIn, Values: []string{v}})
 			}
 		}
 	}
+	return ls
+}
+
+// SpreadSelector selects the pods a topology spread constraint of the pod counts, as the
+// scheduler does; it selects nothing when the constraint has no valid selector.
+func SpreadSelector(pod *corev1.Pod, c *corev1.TopologySpreadConstraint) labels.Selector {
+	return selectorOf(spreadLabelSelector(pod, c))
+}
+
+// spreadTracker returns the tracker of a topology spread constraint of the group's pods.
+func (x *topologyIndex) spreadTracker(g *group, c *corev1.TopologySpreadConstraint) *tracker {
+	ls := spreadLabelSelector(g.rep, c)
 	sel := selectorOf(ls)
 	s := &spread{
 		owner:         g,

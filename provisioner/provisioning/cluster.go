@@ -1,8 +1,11 @@
 package provisioning
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -13,7 +16,8 @@ import (
 // ClusterInput is the planner's view of the whole cluster, for taking capacity away: every
 // NodePool with its instance types and remaining limits, every node and in-flight NodeClaim
 // with its pods, the DaemonSets, and the volumes of the pods on nodes. Unlike a provisioning
-// batch, registered nodes may take pods: those not cordoned and not going away.
+// batch, registered nodes may take pods: those not cordoned and not going away. Pods are the
+// pods bound to no node yet, sorted by namespace and name: what is on its way to a node.
 func (p *Provisioner) ClusterInput(ctx context.Context) (packing.Input, error) {
 	unbound, err := p.unboundPods(ctx)
 	if err != nil {
@@ -34,6 +38,14 @@ func (p *Provisioner) ClusterInput(ctx context.Context) (packing.Input, error) {
 	if in.Volumes, err = p.volumes(ctx, pods); err != nil {
 		return packing.Input{}, err
 	}
+	for _, pod := range unbound {
+		if pod.DeletionTimestamp == nil && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+			in.Pods = append(in.Pods, pod)
+		}
+	}
+	slices.SortFunc(in.Pods, func(a, b *corev1.Pod) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
 	return in, nil
 }
 

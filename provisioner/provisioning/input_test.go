@@ -298,3 +298,26 @@ func podNames(pods []*corev1.Pod) []string {
 	}
 	return out
 }
+
+// TestClusterInputListsThePodsOnTheirWayToANode: disruption waits while pods it moved look
+// for a node, so the cluster's view carries the pods bound to none.
+func TestClusterInputListsThePodsOnTheirWayToANode(t *testing.T) {
+	f := newFixture(t, fakeInstanceTypes{types: []*cloudprovider.InstanceType{instanceType("m.large", 2, 8, 0.1)}}, pool("general"))
+	f.node(t, "ip-10-0-1-4.ec2.internal", "aws:///us-east-1b/i-0004", "us-east-1b", "1900m")
+	f.boundPod(t, "running", "ip-10-0-1-4.ec2.internal", corev1.PodRunning)
+	f.pod(t, "web-b", "1")
+	f.pod(t, "web-a", "1")
+	in, err := f.prov.ClusterInput(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pending []string
+	for _, p := range in.Pods {
+		if p.Namespace == f.ns {
+			pending = append(pending, p.Name)
+		}
+	}
+	if diff := cmp.Diff([]string{"web-a", "web-b"}, pending); diff != "" {
+		t.Errorf("pods on their way to a node (-want +got):\n%s", diff)
+	}
+}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -123,6 +124,72 @@ func TestScoreSteersPodsToTheirReservedNodes(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("scores (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestFilterKeepsTheRoomReservedForOtherControllers(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	const web, api types.UID = "rs-web", "rs-api"
+	pod := func(name string, controller types.UID, cpu string) *v1.Pod {
+		p := st.MakePod().Namespace("default").Name(name).UID(name).Req(map[v1.ResourceName]string{v1.ResourceCPU: cpu, v1.ResourceMemory: "1Gi"}).Obj()
+		if controller != "" {
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: string(controller), UID: controller, Controller: ptr.To(true)}}
+		}
+		return p
+	}
+	// A node of 4 CPUs runs one api pod of 1 CPU and keeps room for two web pods of 1 CPU.
+	reserved := func(until time.Time, maxPods string) *v1.Node {
+		value, err := reservation.Encode(reservation.Reservation{
+			Until:    metav1.NewTime(until),
+			Pods:     map[types.UID]int{web: 2},
+			Requests: map[types.UID]v1.ResourceList{web: {v1.ResourceCPU: resource.MustParse("1"), v1.ResourceMemory: resource.MustParse("1Gi")}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.MakeNode().Name("a").Annotation(reservation.AnnotationKey, value).
+			Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "4", v1.ResourceMemory: "16Gi", v1.ResourcePods: maxPods}).Obj()
+	}
+	later := now.Add(10 * time.Minute)
+	kept := fwk.NewStatus(fwk.Unschedulable, "node keeps room for 2 pod(s) consolidation moves onto it")
+
+	tests := []struct {
+		name string
+		pod  *v1.Pod
+		node *v1.Node
+		// running are the node's pods besides the api pod.
+		running []*v1.Pod
+		want    *fwk.Status
+	}{
+		{name: "a pod of another controller that fits beside the room kept", pod: pod("api-1", api, "1"), node: reserved(later, "110")},
+		{name: "a pod of another controller that would take the room kept", pod: pod("api-1", api, "1500m"), node: reserved(later, "110"), want: kept},
+		{name: "a pod without a controller that would take the room kept", pod: pod("bare", "", "2"), node: reserved(later, "110"), want: kept},
+		{name: "a pod of the controller the room is kept for", pod: pod("web-1", web, "1"), node: reserved(later, "110")},
+		{
+			name:    "the room of the web pods that have landed is free again",
+			pod:     pod("api-1", api, "2"),
+			node:    reserved(later, "110"),
+			running: []*v1.Pod{pod("web-1", web, "1")},
+			want:    fwk.NewStatus(fwk.Unschedulable, "node keeps room for 1 pod(s) consolidation moves onto it"),
+		},
+		{name: "the last pod slots are kept too", pod: pod("api-1", api, "100m"), node: reserved(later, "3"), want: kept},
+		{name: "a lapsed reservation keeps nothing", pod: pod("api-1", api, "3"), node: reserved(now, "110")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pl := &NodeProvisioning{provisioner: &fakeProvisioner{}, clock: clocktesting.NewFakeClock(now)}
+			info := framework.NewNodeInfo(append([]*v1.Pod{pod("api-0", api, "1")}, tt.running...)...)
+			info.SetNode(tt.node)
+
+			got := pl.Filter(context.Background(), nil, tt.pod, info)
+
+			if diff := cmp.Diff(tt.want.Code(), got.Code()); diff != "" {
+				t.Errorf("status code (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.want.Message(), got.Message()); diff != "" {
+				t.Errorf("status message (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -65,6 +66,53 @@ func (pl *NodeProvisioning) Score(_ context.Context, state fwk.CycleState, _ *v1
 		return framework.MaxNodeScore, nil
 	}
 	return 0, nil
+}
+
+// keepsRoomForOthers rejects the pod from a node that takes it only with room consolidation
+// keeps there for moved pods of other controllers still to come. A moved pod the plan's node
+// rejects (a spread skew of the moment, say) would otherwise land in that room, and the pod
+// it was kept for would find no node and have one launched.
+func (pl *NodeProvisioning) keepsRoomForOthers(ctx context.Context, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	r, ok, err := reservation.Of(nodeInfo.Node())
+	if err != nil {
+		klog.FromContext(ctx).V(2).Info("Ignoring the node's reservation", "node", klog.KObj(nodeInfo.Node()), "err", err)
+		return nil
+	}
+	if !ok {
+		return nil
+	}
+	own, _ := reservation.ControllerOf(pod)
+	kept, pods := r.KeptFor(own, func(c types.UID) int { return running(nodeInfo, c) }, pl.clock.Now())
+	if pods == 0 {
+		return nil
+	}
+	free := amounts(nodeInfo.GetAllocatable())
+	for name, used := range amounts(nodeInfo.GetRequested()) {
+		free[name] -= used
+	}
+	for name, q := range amounts(framework.NewResource(kept)) {
+		free[name] -= q
+	}
+	allowed := nodeInfo.GetAllocatable().GetAllowedPodNumber()
+	short := allowed > 0 && allowed-len(nodeInfo.GetPods())-pods < 1
+	for name, need := range amounts(framework.NewResource(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}))) {
+		short = short || need > 0 && free[name] < need
+	}
+	if !short {
+		return nil
+	}
+	return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node keeps room for %d pod(s) consolidation moves onto it", pods))
+}
+
+// amounts lists a scheduler resource by name: CPU in millicores, the rest in units.
+func amounts(r fwk.Resource) map[v1.ResourceName]int64 {
+	out := map[v1.ResourceName]int64{
+		v1.ResourceCPU: r.GetMilliCPU(), v1.ResourceMemory: r.GetMemory(), v1.ResourceEphemeralStorage: r.GetEphemeralStorage(),
+	}
+	for name, q := range r.GetScalarResources() {
+		out[name] = q
+	}
+	return out
 }
 
 // ScoreExtensions: scores are already 0 or MaxNodeScore.

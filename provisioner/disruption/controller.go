@@ -48,7 +48,7 @@ var (
 	}, []string{"reason", "action"})
 	savingsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "tailor", Subsystem: "disruption", Name: "savings_dollars_per_hour_total",
-		Help: "Hourly price saved by disruption decisions, summed over decisions, by reason.",
+		Help: "Hourly price saved by the disruption decisions that save, summed over decisions, by reason (a drifted node's replacement, or a group's replacements launched ahead of the rest of the group, may cost more than the nodes they take away).",
 	}, []string{"reason"})
 	passesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "tailor", Subsystem: "disruption", Name: "passes_total",
@@ -590,7 +590,9 @@ func (c *Controller) abort(ctx context.Context, why string) error {
 // replacements' node names), and the controllers of the pods are remembered, so the pods
 // they make up for the ones evicted are not moved again soon.
 func (c *Controller) deleteOriginals(ctx context.Context, d Decision, replacementNodes []string) error {
-	savingsTotal.WithLabelValues(string(d.Reason)).Add(d.Savings)
+	if d.Savings > 0 {
+		savingsTotal.WithLabelValues(string(d.Reason)).Add(d.Savings)
+	}
 	if err := c.reserve(ctx, d, replacementNodes); err != nil {
 		// Reservations only steer the moved pods; without them the pods still land.
 		log.FromContext(ctx).Error(err, "reserving nodes for the pods moving onto them")
@@ -616,7 +618,7 @@ func (c *Controller) deleteOriginals(ctx context.Context, d Decision, replacemen
 			}
 			return err
 		}
-		c.recorder.Eventf(nc, corev1.EventTypeNormal, ReasonDisrupting, "%s: %s; saves $%.4f/hour", d.Reason, describe(d), d.Savings)
+		c.recorder.Eventf(nc, corev1.EventTypeNormal, ReasonDisrupting, "%s: %s; %s", d.Reason, describe(d), describeSavings(d))
 		if err := c.kube.Delete(ctx, nc); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting NodeClaim %s: %w", nc.Name, err)
 		}
@@ -644,6 +646,15 @@ func describe(d Decision) string {
 		types[i] = r.Cheapest.CapacityType + " " + r.Cheapest.InstanceType
 	}
 	return fmt.Sprintf("replacing %s with %s", nodes, strings.Join(types, ", "))
+}
+
+// describeSavings says what a decision saves, or what it costs until the later decisions of
+// its plan (the rest of a group whose replacements it launched ahead) make up for it.
+func describeSavings(d Decision) string {
+	if d.Savings < 0 {
+		return fmt.Sprintf("costs $%.4f/hour more until the rest of the plan moves onto the replacements", -d.Savings)
+	}
+	return fmt.Sprintf("saves $%.4f/hour", d.Savings)
 }
 
 func nodeNames(cands []Candidate) []string {

@@ -240,6 +240,7 @@ func plan(c Cluster, candidates []Candidate, opts Options) []Candidate {
 		tied[cand.Node] = d.Savings < saved+savingsEpsilon
 		set, saved = next, d.Savings
 	}
+	set, saved = joinPools(c, candidates[:min(len(candidates), opts.MaxCandidates)], set, saved, tied)
 	for i := len(set) - 1; i >= 0; i-- {
 		if !tied[set[i].Node] {
 			continue
@@ -255,6 +256,39 @@ func plan(c Cluster, candidates []Candidate, opts Options) []Candidate {
 	return set
 }
 
+// joinPools lets in together, per NodePool, the candidates left out of the set, when that
+// saves more: nodes that only save many at a time (twenty nodes each running one GPU pod,
+// whose pods two eight-GPU nodes take) do not join one by one where a few of them pack
+// dearer than apart. They join as tied, so the last pass of plan takes out those that add
+// nothing.
+func joinPools(c Cluster, candidates, set []Candidate, saved float64, tied map[string]bool) ([]Candidate, float64) {
+	in := map[string]bool{}
+	for _, cand := range set {
+		in[cand.Node] = true
+	}
+	left := map[string][]Candidate{}
+	var pools []string
+	for _, cand := range candidates {
+		if in[cand.Node] {
+			continue
+		}
+		if _, ok := left[cand.NodePool]; !ok {
+			pools = append(pools, cand.NodePool)
+		}
+		left[cand.NodePool] = append(left[cand.NodePool], cand)
+	}
+	for _, pool := range pools {
+		next := append(slices.Clip(set), left[pool]...)
+		if d, ok := evaluate(c, next, nil); ok && d.Savings > saved+savingsEpsilon {
+			for _, cand := range left[pool] {
+				tied[cand.Node] = true
+			}
+			set, saved = next, d.Savings
+		}
+	}
+	return set, saved
+}
+
 // savingsEpsilon is the least saving that counts: below it prices only differ by rounding.
 const savingsEpsilon = 1e-9
 
@@ -263,8 +297,12 @@ const savingsEpsilon = 1e-9
 // replacement go together or not at all, so that no replacement is launched for part of
 // the pods the plan meant it for. The decision's Rest is what of the plan is left.
 func takeNow(c Cluster, set []Candidate, budget Budget, opts Options) (Decision, bool) {
-	now := wholeGroups(shareReplacements(c, set), budget, opts.MaxMultiNode)
+	groups := shareReplacements(c, set)
+	now := wholeGroups(groups, budget, opts.MaxMultiNode)
 	if len(now) == 0 {
+		if d, ok := partOfGroup(c, set, groups, budget, opts); ok {
+			return d, true
+		}
 		now = withinBudget(set, karpv1.DisruptionReasonUnderutilized, budget, opts.MaxMultiNode)
 	}
 	taken := map[string]bool{}
@@ -333,6 +371,67 @@ func shareReplacements(c Cluster, set []Candidate) [][]Candidate {
 		groups[g] = append(groups[g], cand)
 	}
 	return groups
+}
+
+// partOfGroup starts on a group of nodes that share replacements but that the budgets never
+// let go whole (twenty nodes each running one GPU pod, whose pods one large GPU node takes):
+// it launches all of the group's replacements and takes away now the nodes of the group the
+// budgets allow, whose pods go where the plan of the whole group puts them. The rest of the
+// group stays in the plan and moves onto the replacements in later passes; until then the
+// replacements cost on top, so the decision's Savings may be negative.
+func partOfGroup(c Cluster, set []Candidate, groups [][]Candidate, budget Budget, opts Options) (Decision, bool) {
+	for _, g := range groups {
+		part := withinBudget(g, karpv1.DisruptionReasonUnderutilized, budget, opts.MaxMultiNode)
+		if len(part) == 0 || len(part) == len(g) {
+			continue
+		}
+		inGroup := map[string]bool{}
+		for _, cand := range g {
+			inGroup[cand.Node] = true
+		}
+		later := map[string]bool{}
+		for _, cand := range set {
+			if !inGroup[cand.Node] {
+				later[cand.Node] = true
+			}
+		}
+		whole, ok := consolidate(c, g, later, opts)
+		if !ok || len(whole.Replacements) == 0 {
+			continue
+		}
+		d := whole
+		d.Originals = part
+		moving := map[types.NamespacedName]bool{}
+		taken := map[string]bool{}
+		was := 0.0
+		for _, cand := range part {
+			taken[cand.Node] = true
+			was += cand.Price
+			for _, p := range cand.Pods {
+				moving[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = true
+			}
+		}
+		d.Placements = nil
+		for _, pl := range whole.Placements {
+			var pods []*corev1.Pod
+			for _, p := range pl.Pods {
+				if moving[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] {
+					pods = append(pods, p)
+				}
+			}
+			if len(pods) > 0 {
+				d.Placements = append(d.Placements, packing.Placement{Node: pl.Node, Pods: pods})
+			}
+		}
+		d.Savings = was - price(whole.Replacements)
+		for _, cand := range set {
+			if !taken[cand.Node] {
+				d.Rest = append(d.Rest, cand.Node)
+			}
+		}
+		return d, true
+	}
+	return Decision{}, false
 }
 
 // wholeGroups takes groups in order while every NodePool's budget and the cap allow all of

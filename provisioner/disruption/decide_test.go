@@ -137,12 +137,12 @@ func TestDecide(t *testing.T) {
 			want:   &summary{Reason: karpv1.DisruptionReasonUnderutilized, Originals: []string{"a", "b"}, Replacements: []string{"spot small.xlarge"}},
 		},
 		{
-			name: "a plan larger than the budget: the least used node goes now; its pod keeps off the nodes the plan takes later, onto a small new node",
+			name: "a plan larger than the budget: the least used node goes now; its pod keeps off the nodes the plan takes later, onto the new node the plan sized for all three",
 			nodes: []node{{name: "a", instanceType: "big.2xlarge", capacityType: "on-demand", pods: []string{"1"}},
 				{name: "b", instanceType: "big.2xlarge", capacityType: "on-demand", pods: []string{"1500m"}},
 				{name: "c", instanceType: "big.2xlarge", capacityType: "on-demand", pods: []string{"5"}}},
 			budget: one,
-			want: &summary{Reason: karpv1.DisruptionReasonUnderutilized, Originals: []string{"a"}, Replacements: []string{"spot small.xlarge"},
+			want: &summary{Reason: karpv1.DisruptionReasonUnderutilized, Originals: []string{"a"}, Replacements: []string{"spot large.4xlarge"},
 				Rest: []string{"b", "c"}},
 		},
 		{
@@ -168,6 +168,21 @@ func TestDecide(t *testing.T) {
 			budget: func(string, karpv1.DisruptionReason) int { return 4 },
 			want: &summary{Reason: karpv1.DisruptionReasonUnderutilized, Originals: []string{"b"}, Targets: []string{"c"},
 				Rest: []string{"a1", "a2", "a3", "a4"}},
+		},
+		{
+			name:   "nodes that share a replacement but never fit the budget together: the replacement comes first, with the nodes the budget allows",
+			nodes:  oneCPUHungryPodEach("a1", "a2", "a3", "a4"),
+			budget: one,
+			want: &summary{Reason: karpv1.DisruptionReasonUnderutilized, Originals: []string{"a1"},
+				Replacements: []string{"spot large.4xlarge"}, Rest: []string{"a2", "a3", "a4"}},
+		},
+		{
+			name: "the rest of such a group follows onto the replacement",
+			nodes: append(oneCPUHungryPodEach("a2", "a3", "a4"),
+				node{name: "r", instanceType: "large.4xlarge", capacityType: "spot", keep: true, pods: []string{"3"}}),
+			budget: one,
+			want: &summary{Reason: karpv1.DisruptionReasonUnderutilized, Originals: []string{"a2"}, Targets: []string{"r"},
+				Rest: []string{"a3", "a4"}},
 		},
 		{
 			name: "a node that saves nothing stays, though it joined the plan on a tie",
@@ -205,5 +220,20 @@ func TestDecide(t *testing.T) {
 				t.Errorf("decision (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestDescribeSavings(t *testing.T) {
+	tests := []struct {
+		savings float64
+		want    string
+	}{
+		{savings: 0.083, want: "saves $0.0830/hour"},
+		{savings: -0.437, want: "costs $0.4370/hour more until the rest of the plan moves onto the replacements"},
+	}
+	for _, tt := range tests {
+		if got := describeSavings(Decision{Savings: tt.savings}); got != tt.want {
+			t.Errorf("describeSavings(%v) = %q, want %q", tt.savings, got, tt.want)
+		}
 	}
 }

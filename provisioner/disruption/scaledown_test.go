@@ -1,7 +1,9 @@
 package disruption
 
 import (
+	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -115,8 +117,9 @@ func (s *simCluster) view() Cluster {
 // scaledDown plans a workload of from pods, batch pods at a time (all at once when 0) as
 // the provisioner plans pods that arrive over time: each batch onto the room the nodes so
 // far have left and new nodes. Then it keeps the pods keep says and returns the cluster,
-// the pods kept, and the hourly cost before.
-func scaledDown(t testing.TB, shape string, from, batch int, keep func(i int) bool) (*simCluster, []*corev1.Pod, float64) {
+// the pods kept, and the hourly cost before. likeReplicaSets keeps as many pods of each
+// Deployment (its identical pods), but picks them as a ReplicaSet scaling down does.
+func scaledDown(t testing.TB, shape string, from, batch int, keep func(i int) bool, likeReplicaSets bool) (*simCluster, []*corev1.Pod, float64) {
 	t.Helper()
 	in := workloads.Load(t, shape, from)
 	s := &simCluster{in: in, nodes: map[string]*simNode{}}
@@ -134,6 +137,9 @@ func scaledDown(t testing.TB, shape string, from, batch int, keep func(i int) bo
 		s.launch(t, plan.NewNodeClaims, false)
 	}
 	before := s.cost()
+	if likeReplicaSets {
+		keep = s.keptByReplicaSets(t, keep)
+	}
 	kept := map[string]bool{}
 	var keptPods []*corev1.Pod
 	for i, p := range in.Pods {
@@ -154,6 +160,80 @@ func scaledDown(t testing.TB, shape string, from, batch int, keep func(i int) bo
 	return s, keptPods, before
 }
 
+// keptByReplicaSets keeps as many of each Deployment's pods as keep does, choosing them as
+// a ReplicaSet scaling down does (all pods running and ready alike): it deletes first the
+// pods on the nodes that run the most of its pods, then the newest. That leaves a few pods
+// on many nodes, where keeping every n-th pod empties nodes whole.
+func (s *simCluster) keptByReplicaSets(t testing.TB, keep func(i int) bool) func(i int) bool {
+	t.Helper()
+	nodeOf := map[string]string{}
+	for name, n := range s.nodes {
+		for _, p := range n.node.Pods {
+			nodeOf[p.Name] = name
+		}
+	}
+	type deployment struct {
+		pods []int
+		keep int
+	}
+	byTemplate := map[string]*deployment{}
+	var deployments []*deployment
+	for i, p := range s.in.Pods {
+		raw, err := json.Marshal(struct {
+			Labels map[string]string
+			Spec   corev1.PodSpec
+		}{p.Labels, p.Spec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, ok := byTemplate[string(raw)]
+		if !ok {
+			d = &deployment{}
+			byTemplate[string(raw)] = d
+			deployments = append(deployments, d)
+		}
+		d.pods = append(d.pods, i)
+		if keep(i) {
+			d.keep++
+		}
+	}
+	kept := map[int]bool{}
+	for _, d := range deployments {
+		onNode := map[string]int{}
+		for _, i := range d.pods {
+			onNode[nodeOf[s.in.Pods[i].Name]]++
+		}
+		// Kept first: the fewest pods of the Deployment on their node, then the oldest.
+		sort.SliceStable(d.pods, func(a, b int) bool {
+			na, nb := onNode[nodeOf[s.in.Pods[d.pods[a]].Name]], onNode[nodeOf[s.in.Pods[d.pods[b]].Name]]
+			if na != nb {
+				return na < nb
+			}
+			return d.pods[a] < d.pods[b]
+		})
+		for _, i := range d.pods[:d.keep] {
+			kept[i] = true
+		}
+	}
+	return func(i int) bool { return kept[i] }
+}
+
+// movedOnly are the decision's replacements with the pods it moves now: a group's
+// replacements launched ahead take the rest of the group's pods in later decisions.
+func movedOnly(d Decision) []packing.NewNodeClaim {
+	moving := map[string]bool{}
+	for _, o := range d.Originals {
+		for _, p := range o.Pods {
+			moving[p.Name] = true
+		}
+	}
+	out := slices.Clone(d.Replacements)
+	for i := range out {
+		out[i].Pods = slices.DeleteFunc(slices.Clone(out[i].Pods), func(p *corev1.Pod) bool { return !moving[p.Name] })
+	}
+	return out
+}
+
 // defaultBudget is the default budget of the cluster's NodePools: 10% of their nodes.
 func (s *simCluster) defaultBudget() Budget {
 	perPool := map[string]int{}
@@ -165,9 +245,9 @@ func (s *simCluster) defaultBudget() Budget {
 
 // scaleDown consolidates a scaled-down workload (see scaledDown) until no decision is left
 // and reports the outcome against a fresh plan of the pods kept.
-func scaleDown(t testing.TB, shape string, from, batch int, keep func(i int) bool) {
+func scaleDown(t testing.TB, shape string, from, batch int, keep func(i int) bool, likeReplicaSets bool) {
 	t.Helper()
-	s, keptPods, before := scaledDown(t, shape, from, batch, keep)
+	s, keptPods, before := scaledDown(t, shape, from, batch, keep, likeReplicaSets)
 	kept := map[string]bool{}
 	for _, p := range keptPods {
 		kept[p.Name] = true
@@ -198,7 +278,7 @@ func scaleDown(t testing.TB, shape string, from, batch int, keep func(i int) boo
 			target.holdsMoved = true
 			s.bind(target, pl.Pods)
 		}
-		s.launch(t, d.Replacements, true)
+		s.launch(t, movedOnly(d), true)
 	}
 	elapsed := time.Since(start)
 	fresh := packing.Solve(packing.Input{Pods: keptPods, NodePools: s.in.NodePools})
@@ -254,17 +334,20 @@ func TestScaleDownConverges(t *testing.T) {
 	}
 	webmix := func(i int) bool { return i%4 == 0 }
 	diverse := func(i int) bool { return i%10 < 7 }
-	t.Run("webmix 2000 to 500", func(t *testing.T) { scaleDown(t, "webmix", 2000, 0, webmix) })
-	t.Run("diverse 1000 to 700", func(t *testing.T) { scaleDown(t, "diverse", 1000, 0, diverse) })
-	t.Run("webmix 2000 to 500, provisioned 10 pods at a time", func(t *testing.T) { scaleDown(t, "webmix", 2000, 10, webmix) })
-	t.Run("diverse 1000 to 700, provisioned 10 pods at a time", func(t *testing.T) { scaleDown(t, "diverse", 1000, 10, diverse) })
+	t.Run("webmix 2000 to 500", func(t *testing.T) { scaleDown(t, "webmix", 2000, 0, webmix, false) })
+	t.Run("diverse 1000 to 700", func(t *testing.T) { scaleDown(t, "diverse", 1000, 0, diverse, false) })
+	t.Run("webmix 2000 to 500, provisioned 10 pods at a time", func(t *testing.T) { scaleDown(t, "webmix", 2000, 10, webmix, false) })
+	t.Run("diverse 1000 to 700, provisioned 10 pods at a time", func(t *testing.T) { scaleDown(t, "diverse", 1000, 10, diverse, false) })
+	t.Run("webmix 2000 to 500, provisioned 10 pods at a time, scaled down like ReplicaSets", func(t *testing.T) {
+		scaleDown(t, "webmix", 2000, 10, webmix, true)
+	})
 }
 
 // BenchmarkConsolidationPlan measures the slowest decision of a scale-down, the first
 // consolidation plan, which weighs every node: webmix 2,000 → 500 provisioned ten pods at a
 // time, its empty nodes already removed.
 func BenchmarkConsolidationPlan(b *testing.B) {
-	s, _, _ := scaledDown(b, "webmix", 2000, 10, func(i int) bool { return i%4 == 0 })
+	s, _, _ := scaledDown(b, "webmix", 2000, 10, func(i int) bool { return i%4 == 0 }, false)
 	for name, n := range s.nodes {
 		if len(n.node.Pods) == 0 {
 			delete(s.nodes, name)

@@ -305,23 +305,10 @@ func takeNow(c Cluster, set []Candidate, budget Budget, opts Options) (Decision,
 		}
 		now = withinBudget(set, karpv1.DisruptionReasonUnderutilized, budget, opts.MaxMultiNode)
 	}
-	taken := map[string]bool{}
-	for _, cand := range now {
-		taken[cand.Node] = true
-	}
-	later := map[string]bool{}
-	for _, cand := range set {
-		if !taken[cand.Node] {
-			later[cand.Node] = true
-		}
-	}
+	later := othersThan(set, now)
 	for len(now) > 0 {
 		if d, ok := consolidate(c, now, later, opts); ok {
-			for _, cand := range set {
-				if later[cand.Node] {
-					d.Rest = append(d.Rest, cand.Node)
-				}
-			}
+			d.Rest = inPlanOrder(set, later)
 			return d, true
 		}
 		later[now[len(now)-1].Node] = true
@@ -385,27 +372,15 @@ func partOfGroup(c Cluster, set []Candidate, groups [][]Candidate, budget Budget
 		if len(part) == 0 || len(part) == len(g) {
 			continue
 		}
-		inGroup := map[string]bool{}
-		for _, cand := range g {
-			inGroup[cand.Node] = true
-		}
-		later := map[string]bool{}
-		for _, cand := range set {
-			if !inGroup[cand.Node] {
-				later[cand.Node] = true
-			}
-		}
-		whole, ok := consolidate(c, g, later, opts)
+		whole, ok := consolidate(c, g, othersThan(set, g), opts)
 		if !ok || len(whole.Replacements) == 0 {
 			continue
 		}
 		d := whole
 		d.Originals = part
 		moving := map[types.NamespacedName]bool{}
-		taken := map[string]bool{}
 		was := 0.0
 		for _, cand := range part {
-			taken[cand.Node] = true
 			was += cand.Price
 			for _, p := range cand.Pods {
 				moving[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = true
@@ -424,14 +399,33 @@ func partOfGroup(c Cluster, set []Candidate, groups [][]Candidate, budget Budget
 			}
 		}
 		d.Savings = was - price(whole.Replacements)
-		for _, cand := range set {
-			if !taken[cand.Node] {
-				d.Rest = append(d.Rest, cand.Node)
-			}
-		}
+		d.Rest = inPlanOrder(set, othersThan(set, part))
 		return d, true
 	}
 	return Decision{}, false
+}
+
+// othersThan is the set of the plan's nodes that are not among nodes.
+func othersThan(set, nodes []Candidate) map[string]bool {
+	out := map[string]bool{}
+	for _, cand := range set {
+		out[cand.Node] = true
+	}
+	for _, cand := range nodes {
+		delete(out, cand.Node)
+	}
+	return out
+}
+
+// inPlanOrder names the plan's nodes that are among names, in plan order.
+func inPlanOrder(set []Candidate, names map[string]bool) []string {
+	var out []string
+	for _, cand := range set {
+		if names[cand.Node] {
+			out = append(out, cand.Node)
+		}
+	}
+	return out
 }
 
 // wholeGroups takes groups in order while every NodePool's budget and the cap allow all of

@@ -1,7 +1,6 @@
 package disruption
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -179,17 +178,14 @@ func (s *simCluster) keptByReplicaSets(t testing.TB, keep func(i int) bool) func
 	byTemplate := map[string]*deployment{}
 	var deployments []*deployment
 	for i, p := range s.in.Pods {
-		raw, err := json.Marshal(struct {
-			Labels map[string]string
-			Spec   corev1.PodSpec
-		}{p.Labels, p.Spec})
+		key, err := workloads.DeploymentKey(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, ok := byTemplate[string(raw)]
+		d, ok := byTemplate[key]
 		if !ok {
 			d = &deployment{}
-			byTemplate[string(raw)] = d
+			byTemplate[key] = d
 			deployments = append(deployments, d)
 		}
 		d.pods = append(d.pods, i)

@@ -3,7 +3,6 @@ package scenario
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -474,17 +473,14 @@ func groupDeployments(pods []*corev1.Pod, keep KeepRule) ([]*deployment, error) 
 	byKey := map[string]*deployment{}
 	var out []*deployment
 	for i, p := range pods {
-		raw, err := json.Marshal(struct {
-			Labels map[string]string
-			Spec   corev1.PodSpec
-		}{p.Labels, p.Spec})
+		key, err := workloads.DeploymentKey(p)
 		if err != nil {
-			return nil, fmt.Errorf("encoding pod %s: %w", p.Name, err)
+			return nil, err
 		}
-		d, ok := byKey[string(raw)]
+		d, ok := byKey[key]
 		if !ok {
 			d = &deployment{pod: p}
-			byKey[string(raw)] = d
+			byKey[key] = d
 			out = append(out, d)
 		}
 		d.from++

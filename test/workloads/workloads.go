@@ -4,12 +4,15 @@
 package workloads
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/catalog"
@@ -97,4 +100,17 @@ func Load(tb testing.TB, shape string, pods int) packing.Input {
 		tb.Fatal(err)
 	}
 	return in
+}
+
+// DeploymentKey identifies the Deployment a workload pod belongs to: the generator writes a
+// Deployment's replicas as pods with identical labels and spec.
+func DeploymentKey(p *corev1.Pod) (string, error) {
+	raw, err := json.Marshal(struct {
+		Labels map[string]string
+		Spec   corev1.PodSpec
+	}{p.Labels, p.Spec})
+	if err != nil {
+		return "", fmt.Errorf("encoding pod %s: %w", p.Name, err)
+	}
+	return string(raw), nil
 }

@@ -117,6 +117,7 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 		timeout:   args.RequestTimeout.Duration,
 		nodePools: nodePoolSelector(args),
 		onChange:  pl.activate,
+		waiting:   pl.waiting,
 	})
 	if err != nil {
 		return nil, err
@@ -179,13 +180,13 @@ func (pl *NodeProvisioning) PostFilter(ctx context.Context, _ fwk.CycleState, po
 		}
 		pl.stopWaiting(pod.UID)
 		pl.provisioner.Forget(pod.UID)
-		if status := pl.submit(pod, m, n.NodeName); status != nil {
+		if status := pl.submit(ctx, pod, m, n.NodeName); status != nil {
 			return nil, status
 		}
 		logger.V(2).Info("Planned node rejected the pod; provisioning again", "pod", klog.KObj(pod), "node", n.NodeName)
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: node %s of NodeClaim %s cannot take the pod; provisioning again", Name, n.NodeName, n.NodeClaim))
 	}
-	if status := pl.submit(pod, m, ""); status != nil {
+	if status := pl.submit(ctx, pod, m, ""); status != nil {
 		return nil, status
 	}
 	logger.V(4).Info("Handed pod to the provisioner", "pod", klog.KObj(pod))
@@ -227,12 +228,13 @@ func (pl *NodeProvisioning) stopWaiting(uid types.UID) {
 
 // submit hands the pod over with the filter results of every node; it returns a status
 // only when the nodes cannot be listed.
-func (pl *NodeProvisioning) submit(pod *v1.Pod, m framework.NodeToStatusReader, staleNode string) *fwk.Status {
+func (pl *NodeProvisioning) submit(ctx context.Context, pod *v1.Pod, m framework.NodeToStatusReader, staleNode string) *fwk.Status {
 	nodes, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
 		return fwk.AsStatus(fmt.Errorf("listing nodes: %w", err))
 	}
 	rejected := rejections(nodes, m)
+	pl.logMissedRoom(ctx, pod, nodes, m)
 	pl.provisioner.Submit(pod, rejected, summary(len(nodes), rejected), staleNode)
 	return nil
 }
@@ -256,6 +258,21 @@ func (pl *NodeProvisioning) activate(uids []types.UID) {
 	if len(pods) > 0 {
 		pl.handle.Activate(klog.Background(), pods)
 	}
+}
+
+// waiting reports whether the pod is unbound in the scheduler's informer; a pod the
+// informer does not hold is gone. Until the index exists every pod counts as waiting.
+func (pl *NodeProvisioning) waiting(uid types.UID) bool {
+	objs, err := pl.handle.SharedInformerFactory().Core().V1().Pods().Informer().GetIndexer().ByIndex(podUIDIndex, string(uid))
+	if err != nil {
+		return true
+	}
+	for _, obj := range objs {
+		if pod, ok := obj.(*v1.Pod); ok && pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // podUIDIndex indexes the scheduler's pod informer by UID, to find nominated pods.

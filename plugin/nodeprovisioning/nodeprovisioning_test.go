@@ -294,6 +294,37 @@ func TestAWaitForThePlanThatCannotEndIsPlannedAgain(t *testing.T) {
 	}
 }
 
+// TestWaitingPods: a pod waits for a node while the scheduler's informer holds it unbound
+// and not terminating.
+func TestWaitingPods(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pl := &NodeProvisioning{handle: newFramework(ctx, t, nil), provisioner: &fakeProvisioner{}}
+	if !pl.waiting("uid-0") {
+		t.Error("waiting before the pods are indexed by UID = false, want true")
+	}
+	if err := pl.forgetBoundPods(); err != nil {
+		t.Fatal(err)
+	}
+	store := pl.handle.SharedInformerFactory().Core().V1().Pods().Informer().GetIndexer()
+	pending := st.MakePod().Namespace("default").Name("pending").UID("uid-pending").Obj()
+	bound := st.MakePod().Namespace("default").Name("bound").UID("uid-bound").Node("node-a").Obj()
+	terminating := st.MakePod().Namespace("default").Name("terminating").UID("uid-terminating").Terminating().Obj()
+	for _, p := range []*v1.Pod{pending, bound, terminating} {
+		if err := store.Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[types.UID]bool{}
+	for _, uid := range []types.UID{"uid-pending", "uid-bound", "uid-terminating", "uid-gone"} {
+		got[uid] = pl.waiting(uid)
+	}
+	want := map[types.UID]bool{"uid-pending": true, "uid-bound": false, "uid-terminating": false, "uid-gone": false}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("waiting (-want +got):\n%s", diff)
+	}
+}
+
 // TestAPodBoundWhileWaitingIsNotActivated: the timer of a wait that ended (the pod was
 // bound) activates nothing.
 func TestAPodBoundWhileWaitingIsNotActivated(t *testing.T) {

@@ -104,6 +104,33 @@ func (pl *NodeProvisioning) keepsRoomForOthers(ctx context.Context, pod *v1.Pod,
 	return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node keeps room for %d pod(s) consolidation moves onto it", pods))
 }
 
+// logMissedRoom says, for a pod consolidation moved that fits no node, why each node
+// reserved for more pods of its controller rejected it: the pod has a node launched for it
+// instead of taking the room the plan kept.
+func (pl *NodeProvisioning) logMissedRoom(ctx context.Context, pod *v1.Pod, nodes []fwk.NodeInfo, m framework.NodeToStatusReader) {
+	logger := klog.FromContext(ctx)
+	controller, ok := reservation.ControllerOf(pod)
+	if !ok || !logger.V(2).Enabled() {
+		return
+	}
+	now := pl.clock.Now()
+	for _, n := range nodes {
+		r, ok, err := reservation.Of(n.Node())
+		if err != nil || !ok || !r.Active(now) || r.Pods[controller] == 0 {
+			continue
+		}
+		free := amounts(n.GetAllocatable())
+		for name, used := range amounts(n.GetRequested()) {
+			free[name] -= used
+		}
+		st := m.Get(n.Node().Name)
+		logger.V(2).Info("Pod found no room on a node reserved for its controller",
+			"pod", klog.KObj(pod), "node", klog.KObj(n.Node()), "want", r.Pods[controller], "running", running(n, controller),
+			"freeMilliCPU", free[v1.ResourceCPU], "freeMemory", free[v1.ResourceMemory], "pods", len(n.GetPods()),
+			"plugin", st.Plugin(), "reasons", st.Reasons())
+	}
+}
+
 // amounts lists a scheduler resource by name: CPU in millicores, the rest in units.
 func amounts(r fwk.Resource) map[v1.ResourceName]int64 {
 	out := map[v1.ResourceName]int64{

@@ -28,6 +28,10 @@ type sidecarOptions struct {
 	nodePools *provisionerv1.NodePoolSelector
 	// onChange is told about pods whose nomination appeared or was withdrawn.
 	onChange func([]types.UID)
+	// waiting reports whether a pod still waits for a node: a nomination that arrives for a
+	// pod bound or deleted meanwhile would hold its node for good. Nil takes every pod as
+	// waiting.
+	waiting func(types.UID) bool
 }
 
 // sidecar is the plugin's side of the gRPC contract. Submissions queue in memory and are
@@ -287,6 +291,10 @@ func (s *sidecar) apply(resp *provisionerv1.WatchNominationsResponse) []types.UI
 	}
 	for _, n := range resp.GetNominations() {
 		uid := types.UID(n.GetPod().GetUid())
+		if s.opts.waiting != nil && !s.opts.waiting(uid) {
+			s.dropNomination(uid)
+			continue
+		}
 		s.setNomination(uid, Nomination{NodeName: n.GetNodeName(), NodeClaim: n.GetNodeClaim()})
 		delete(s.handedOff, uid)
 		changed = append(changed, uid)

@@ -81,3 +81,27 @@ func TestSidecarHoldsNodesForTheirNominatedPods(t *testing.T) {
 		t.Error("the snapshot kept u2's nomination, want it withdrawn")
 	}
 }
+
+// TestSidecarIgnoresNominationsOfPodsNoLongerWaiting: a nomination that arrives after its pod
+// was bound or deleted (the provisioner read the pod from a cache that lagged) holds no node:
+// nothing would ever lift that hold.
+func TestSidecarIgnoresNominationsOfPodsNoLongerWaiting(t *testing.T) {
+	waiting := map[types.UID]bool{"u0": true, "u1": true}
+	s := newSidecar(nil, sidecarOptions{waiting: func(uid types.UID) bool { return waiting[uid] }})
+	s.apply(&provisionerv1.WatchNominationsResponse{Nominations: []*provisionerv1.Nomination{
+		nominationOf("u0", "claim-a", "node-a"), nominationOf("u1", "claim-a", "node-a"), nominationOf("bound", "claim-a", "node-a"),
+	}})
+	if got := s.Held("node-a"); got != 2 {
+		t.Errorf("held on node-a = %d, want 2: the bound pod holds nothing", got)
+	}
+	waiting["u1"] = false
+	s.apply(&provisionerv1.WatchNominationsResponse{Nominations: []*provisionerv1.Nomination{nominationOf("u1", "claim-b", "node-b")}})
+	if diff := cmp.Diff(map[string]int{"node-a": 1, "node-b": 0}, map[string]int{"node-a": s.Held("node-a"), "node-b": s.Held("node-b")}); diff != "" {
+		t.Errorf("held pods per node once u1 was bound (-want +got):\n%s", diff)
+	}
+	for _, uid := range []types.UID{"u1", "bound"} {
+		if n, ok := s.Nomination(uid); ok {
+			t.Errorf("Nomination(%s) = %+v, want none", uid, n)
+		}
+	}
+}

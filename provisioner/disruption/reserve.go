@@ -49,9 +49,15 @@ func (c *Controller) reserve(ctx context.Context, d Decision, replacementNodes [
 		}
 	}
 	kept := map[string]*packing.Node{}
+	logger := log.FromContext(ctx)
 	for _, p := range d.Placements {
 		add(p.Node.Node.Name, p.Pods)
 		kept[p.Node.Node.Name] = p.Node
+		if logger.V(2).Enabled() {
+			free := plannedFree(p)
+			logger.V(2).Info("reserving room on a node the pods move onto", "node", p.Node.Node.Name,
+				"running", len(p.Node.Pods), "moving", len(p.Pods), "freeMilliCPU", free.Cpu().MilliValue(), "freeMemory", free.Memory().Value())
+		}
 	}
 	for name, n := range kept {
 		for uid := range want[name] {
@@ -77,6 +83,21 @@ func (c *Controller) reserve(ctx context.Context, d Decision, replacementNodes [
 		log.FromContext(ctx).V(1).Info("reserved nodes for the pods moving onto them", "nodes", len(want), "until", until.Time)
 	}
 	return nil
+}
+
+// plannedFree is what the plan leaves free on a node once the pods placed there have moved.
+func plannedFree(p packing.Placement) corev1.ResourceList {
+	free := p.Node.Node.Status.Allocatable.DeepCopy()
+	for _, pods := range [][]*corev1.Pod{p.Node.Pods, p.Pods} {
+		for _, pod := range pods {
+			for name, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}) {
+				left := free[name]
+				left.Sub(q)
+				free[name] = left
+			}
+		}
+	}
+	return free
 }
 
 // running counts the pods of the controller on a node that stay there.

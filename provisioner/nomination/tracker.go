@@ -51,7 +51,11 @@ type Tracker struct {
 	mu      sync.Mutex
 	plans   map[types.UID]*Nomination
 	byClaim map[string]map[types.UID]bool
-	subs    map[*subscriber]bool
+	// stale is, per pod whose plan was dropped because its node rejected it, that plan's
+	// NodeClaim: its planned-pods annotation may still list the pod, and Sync must not take
+	// the pod back there.
+	stale map[types.UID]string
+	subs  map[*subscriber]bool
 }
 
 type subscriber struct {
@@ -64,7 +68,7 @@ const subscriberBuffer = 256
 
 // NewTracker returns an empty tracker.
 func NewTracker() *Tracker {
-	return &Tracker{plans: map[types.UID]*Nomination{}, byClaim: map[string]map[types.UID]bool{}, subs: map[*subscriber]bool{}}
+	return &Tracker{plans: map[types.UID]*Nomination{}, byClaim: map[string]map[types.UID]bool{}, stale: map[types.UID]string{}, subs: map[*subscriber]bool{}}
 }
 
 // Planned reports whether the pod has a live plan.
@@ -104,6 +108,7 @@ func (t *Tracker) Plan(nodeClaim, nodeName string, pods []Pod) {
 	defer t.mu.Unlock()
 	var nominated []Nomination
 	for _, p := range pods {
+		delete(t.stale, p.UID)
 		if cur, ok := t.plans[p.UID]; ok && cur.NodeClaim != nodeClaim {
 			delete(t.byClaim[cur.NodeClaim], p.UID)
 		}
@@ -148,6 +153,11 @@ func (t *Tracker) DropClaim(nodeClaim string) {
 		delete(t.plans, uid)
 	}
 	delete(t.byClaim, nodeClaim)
+	for uid, claim := range t.stale {
+		if claim == nodeClaim {
+			delete(t.stale, uid)
+		}
+	}
 	t.publish(Update{Withdrawn: withdrawn})
 }
 
@@ -155,6 +165,27 @@ func (t *Tracker) DropClaim(nodeClaim string) {
 func (t *Tracker) Forget(uid types.UID) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.drop(uid)
+	delete(t.stale, uid)
+}
+
+// Replan drops a pod's plan without withdrawing it because its node rejected the pod, which
+// is to be planned again. Sync does not take the pod back to that NodeClaim, whose
+// planned-pods annotation may still list it. It returns the dropped plan's NodeClaim.
+func (t *Tracker) Replan(uid types.UID) (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n, ok := t.plans[uid]
+	if !ok {
+		return "", false
+	}
+	t.drop(uid)
+	t.stale[uid] = n.NodeClaim
+	return n.NodeClaim, true
+}
+
+// drop removes a pod's plan; t.mu must be held.
+func (t *Tracker) drop(uid types.UID) {
 	if n, ok := t.plans[uid]; ok {
 		delete(t.byClaim[n.NodeClaim], uid)
 		delete(t.plans, uid)
@@ -198,7 +229,9 @@ func (t *Tracker) publish(u Update) {
 
 // Sync brings the tracker in line with a NodeClaim from the API server: its planned pods
 // that pending says still wait, and its node name. It is how a restarted provisioner
-// recovers its plans.
+// recovers its plans. A pod planned since onto another NodeClaim, or planned again because
+// this one's node rejected it, stays where it is: the annotation only ever grows, and a
+// NodeClaim read from a cache may not show the latest of it.
 func (t *Tracker) Sync(nc *karpv1.NodeClaim, pending func(Pod) bool) error {
 	recorded, err := DecodePods(nc.Annotations[PlannedPodsAnnotationKey])
 	if err != nil {
@@ -206,7 +239,7 @@ func (t *Tracker) Sync(nc *karpv1.NodeClaim, pending func(Pod) bool) error {
 	}
 	pods := recorded[:0]
 	for _, p := range recorded {
-		if pending(p) {
+		if !t.plannedElsewhere(p.UID, nc.Name) && pending(p) {
 			pods = append(pods, p)
 		}
 	}
@@ -215,6 +248,17 @@ func (t *Tracker) Sync(nc *karpv1.NodeClaim, pending func(Pod) bool) error {
 		t.SetNode(nc.Name, nc.Status.NodeName)
 	}
 	return nil
+}
+
+// plannedElsewhere reports whether the pod is planned onto another NodeClaim than the
+// one named, or was planned again away from it.
+func (t *Tracker) plannedElsewhere(uid types.UID, nodeClaim string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n, ok := t.plans[uid]; ok && n.NodeClaim != nodeClaim {
+		return true
+	}
+	return t.stale[uid] == nodeClaim
 }
 
 // EncodePods renders pods for the planned-pods annotation.

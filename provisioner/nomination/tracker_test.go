@@ -111,6 +111,71 @@ func TestSyncRecoversPlansOfPendingPodsFromNodeClaims(t *testing.T) {
 	}
 }
 
+func TestSyncLeavesPodsWhereTheyWerePlannedSince(t *testing.T) {
+	value, err := EncodePods([]Pod{web0, web1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := &karpv1.NodeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "general-a", Annotations: map[string]string{PlannedPodsAnnotationKey: value}},
+		Status:     karpv1.NodeClaimStatus{NodeName: "node-a"},
+	}
+	pending := func(Pod) bool { return true }
+	tests := []struct {
+		name string
+		// since happens after the pods were planned onto general-a.
+		since func(tr *Tracker)
+		want  []Nomination
+	}{{
+		name:  "nothing changed",
+		since: func(*Tracker) {},
+		want:  []Nomination{{Pod: web0, NodeClaim: "general-a", NodeName: "node-a"}, {Pod: web1, NodeClaim: "general-a", NodeName: "node-a"}},
+	}, {
+		name:  "web-0 planned onto another NodeClaim",
+		since: func(tr *Tracker) { tr.Plan("general-b", "", []Pod{web0}) },
+		want:  []Nomination{{Pod: web0, NodeClaim: "general-b"}, {Pod: web1, NodeClaim: "general-a", NodeName: "node-a"}},
+	}, {
+		name: "node-a rejected web-0, which waits for its new plan",
+		since: func(tr *Tracker) {
+			if claim, ok := tr.Replan(web0.UID); !ok || claim != "general-a" {
+				t.Errorf("Replan(web-0) = %q, %t, want general-a, true", claim, ok)
+			}
+		},
+		want: []Nomination{{Pod: web1, NodeClaim: "general-a", NodeName: "node-a"}},
+	}, {
+		name: "web-0 planned back onto general-a after it rejected it once",
+		since: func(tr *Tracker) {
+			tr.Replan(web0.UID)
+			tr.Plan("general-a", "node-a", []Pod{web0})
+		},
+		want: []Nomination{{Pod: web0, NodeClaim: "general-a", NodeName: "node-a"}, {Pod: web1, NodeClaim: "general-a", NodeName: "node-a"}},
+	}, {
+		name: "general-a dropped, its stale marks with it",
+		since: func(tr *Tracker) {
+			tr.Replan(web0.UID)
+			tr.DropClaim("general-a")
+		},
+		want: []Nomination{{Pod: web0, NodeClaim: "general-a", NodeName: "node-a"}, {Pod: web1, NodeClaim: "general-a", NodeName: "node-a"}},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := NewTracker()
+			if err := tr.Sync(first, pending); err != nil {
+				t.Fatal(err)
+			}
+			tt.since(tr)
+			if err := tr.Sync(first, pending); err != nil {
+				t.Fatal(err)
+			}
+			snapshot, _, cancel := tr.Subscribe()
+			defer cancel()
+			if diff := cmp.Diff(tt.want, sortNominations(snapshot)); diff != "" {
+				t.Errorf("plans after syncing general-a again (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestDecodePodsRejectsMalformedEntries(t *testing.T) {
 	for _, value := range []string{"not json", `["default/web-0"]`} {
 		if _, err := DecodePods(value); err == nil {

@@ -123,7 +123,7 @@ func (p *Provisioner) Submit(subs []Submission) int {
 			if s.StaleNode == "" || plan.NodeName != s.StaleNode {
 				continue
 			}
-			p.tracker.Forget(s.Pod.UID)
+			p.tracker.Replan(s.Pod.UID)
 		}
 		p.pending[s.Pod.UID] = s
 		n++

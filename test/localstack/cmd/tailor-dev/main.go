@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -39,6 +40,7 @@ func main() {
 	fs.DurationVar(&sd.consolidateAfter, "consolidate-after", scenario.DefaultConsolidateAfter, "scaledown: consolidateAfter of the workload's NodePools.")
 	fs.DurationVar(&sd.disruptionInterval, "disruption-interval", scenario.DefaultDisruptionInterval, "scaledown: the sidecar's --disruption-interval.")
 	fs.BoolVar(&sd.keepLogs, "keep-logs", false, "scaledown: keep the stack's logs also of a scale-down that converged.")
+	fs.IntVar(&sd.provisionerVerbosity, "provisioner-v", 1, "scaledown: the sidecar's log verbosity (-v); 2 also logs the room each decision reserves per node.")
 	fs.BoolVar(&sd.duringScaleDown, "consolidate-during-scale-down", false, "scaledown: turn consolidation on when the Deployments are scaled, while they still delete pods, instead of once they are done.")
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: tailor-dev up|env|down|demo|scaledown [flags]")
@@ -149,6 +151,7 @@ type scaleDownFlags struct {
 	keep                                 string
 	consolidateAfter, disruptionInterval time.Duration
 	duringScaleDown, keepLogs            bool
+	provisionerVerbosity                 int
 }
 
 // scaleDowns are the scale-downs the flags ask for: issue 5's, or one shape's, whose pods
@@ -223,7 +226,7 @@ func scaleDownOnce(ctx context.Context, root string, bootDelay time.Duration, f 
 	fmt.Printf("starting a fresh local stack for %s (sidecar --disruption-interval %s)\n", o.Shape, f.disruptionInterval)
 	stack, err := localstack.Up(ctx, localstack.Options{
 		Root: root, Dir: dir, BootDelay: bootDelay, Progress: os.Stdout,
-		ProvisionerArgs: []string{"--disruption-interval", f.disruptionInterval.String()},
+		ProvisionerArgs: []string{"--disruption-interval", f.disruptionInterval.String(), "-v", strconv.Itoa(f.provisionerVerbosity)},
 	})
 	if err != nil {
 		return nil, err

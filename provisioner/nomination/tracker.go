@@ -230,8 +230,8 @@ func (t *Tracker) publish(u Update) {
 // Sync brings the tracker in line with a NodeClaim from the API server: its planned pods
 // that pending says still wait, and its node name. It is how a restarted provisioner
 // recovers its plans. A pod planned since onto another NodeClaim, or planned again because
-// this one's node rejected it, stays where it is: the annotation only ever grows, and a
-// NodeClaim read from a cache may not show the latest of it.
+// this one's node rejected it, stays where it is: the annotation lists such a pod until the
+// provisioner's next batch takes it off, and a NodeClaim read from a cache may lag behind.
 func (t *Tracker) Sync(nc *karpv1.NodeClaim, pending func(Pod) bool) error {
 	recorded, err := DecodePods(nc.Annotations[PlannedPodsAnnotationKey])
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -103,11 +104,15 @@ type Provisioner struct {
 
 	mu      sync.Mutex
 	pending map[types.UID]Submission
+	// replanned lists, per NodeClaim, the pods whose plan on it went stale: the next batch
+	// takes them off its planned-pods annotation, so a restarted provisioner does not take
+	// them back there.
+	replanned map[string][]types.UID
 }
 
 // New returns a Provisioner.
 func New(kube client.Client, instanceTypes InstanceTypeSource, tracker *nomination.Tracker, batch Trigger, recorder record.EventRecorder) *Provisioner {
-	return &Provisioner{kube: kube, instanceTypes: instanceTypes, tracker: tracker, batch: batch, recorder: recorder, pending: map[types.UID]Submission{}}
+	return &Provisioner{kube: kube, instanceTypes: instanceTypes, tracker: tracker, batch: batch, recorder: recorder, pending: map[types.UID]Submission{}, replanned: map[string][]types.UID{}}
 }
 
 // Submit queues pods for the next batch and returns how many were queued. Pods already
@@ -123,7 +128,9 @@ func (p *Provisioner) Submit(subs []Submission) int {
 			if s.StaleNode == "" || plan.NodeName != s.StaleNode {
 				continue
 			}
-			p.tracker.Replan(s.Pod.UID)
+			if claim, ok := p.tracker.Replan(s.Pod.UID); ok {
+				p.replanned[claim] = append(p.replanned[claim], s.Pod.UID)
+			}
 		}
 		p.pending[s.Pod.UID] = s
 		n++
@@ -197,6 +204,9 @@ func (p *Provisioner) takePending() []Submission {
 // scheduler tries them again. When provisioning fails, pods left without a plan go back
 // into the queue for the next batch.
 func (p *Provisioner) Provision(ctx context.Context) (err error) {
+	if err := p.unlistReplanned(ctx); err != nil {
+		return err
+	}
 	subs := p.takePending()
 	if len(subs) == 0 {
 		return nil
@@ -290,7 +300,7 @@ func recordPlan(plan packing.Plan) {
 	metrics.PlannedPods.WithLabelValues(metrics.ResultUnschedulable).Add(float64(len(plan.Unschedulable)))
 }
 
-func sortedKeys(m map[string]string) []string {
+func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -352,6 +362,53 @@ func (p *Provisioner) createNodeClaim(ctx context.Context, planned *packing.NewN
 	p.tracker.Plan(nc.Name, "", pods)
 	metrics.NodeClaimsCreated.WithLabelValues(np.Name).Inc()
 	return nc, nil
+}
+
+// unlistReplanned takes the pods planned again off the planned-pods annotation of the
+// NodeClaims their stale plans were on. What it could not write waits for the next batch.
+func (p *Provisioner) unlistReplanned(ctx context.Context) error {
+	p.mu.Lock()
+	todo := p.replanned
+	p.replanned = map[string][]types.UID{}
+	p.mu.Unlock()
+	for _, name := range sortedKeys(todo) {
+		if err := p.unlist(ctx, name, todo[name]); err != nil {
+			p.mu.Lock()
+			for claim, uids := range todo {
+				p.replanned[claim] = append(p.replanned[claim], uids...)
+			}
+			p.mu.Unlock()
+			return err
+		}
+		delete(todo, name)
+	}
+	return nil
+}
+
+// unlist takes pods off a NodeClaim's planned-pods annotation; a NodeClaim gone has none.
+func (p *Provisioner) unlist(ctx context.Context, name string, uids []types.UID) error {
+	nc := &karpv1.NodeClaim{}
+	if err := p.kube.Get(ctx, client.ObjectKey{Name: name}, nc); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	listed, err := nomination.DecodePods(nc.Annotations[nomination.PlannedPodsAnnotationKey])
+	if err != nil {
+		return err
+	}
+	kept := slices.DeleteFunc(slices.Clone(listed), func(pod nomination.Pod) bool { return slices.Contains(uids, pod.UID) })
+	if len(kept) == len(listed) {
+		return nil
+	}
+	value, err := nomination.EncodePods(kept)
+	if err != nil {
+		return err
+	}
+	patch := client.MergeFrom(nc.DeepCopy())
+	nc.Annotations[nomination.PlannedPodsAnnotationKey] = value
+	if err := p.kube.Patch(ctx, nc, patch); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("taking pods planned again off NodeClaim %s: %w", name, err)
+	}
+	return nil
 }
 
 // addToInFlight records more pods on an in-flight NodeClaim and nominates them.

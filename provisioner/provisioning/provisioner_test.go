@@ -177,6 +177,46 @@ func TestProvisionCreatesNodeClaimsThatRecordTheirPods(t *testing.T) {
 	}
 }
 
+// TestAPodPlannedAgainLeavesTheNodeClaimItsNodeRejectedItOn: the NodeClaim's planned-pods
+// annotation stops listing the pod, so a restarted provisioner does not take the pod back.
+func TestAPodPlannedAgainLeavesTheNodeClaimItsNodeRejectedItOn(t *testing.T) {
+	f := newFixture(t, fakeInstanceTypes{types: []*cloudprovider.InstanceType{instanceType("m.xlarge", 4, 16, 0.15)}}, pool("general"))
+	ctx := context.Background()
+	a, b := f.pod(t, "a", "1500m"), f.pod(t, "b", "1500m")
+	f.prov.Submit([]Submission{{Pod: a}, {Pod: b}})
+	if err := f.prov.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := f.claims(t)[0].Name
+	f.tracker.SetNode(first, "ip-10-0-0-1.ec2.internal")
+	if n := f.prov.Submit([]Submission{{Pod: a, StaleNode: "ip-10-0-0-1.ec2.internal"}}); n != 1 {
+		t.Fatalf("Submit() of a pod its planned node rejected queued %d, want 1", n)
+	}
+	if err := f.prov.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string][]string{}
+	for _, nc := range f.claims(t) {
+		pods, err := nomination.DecodePods(nc.Annotations[nomination.PlannedPodsAnnotationKey])
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := "new"
+		if nc.Name == first {
+			key = "first"
+		}
+		for _, p := range pods {
+			listed[key] = append(listed[key], p.Name)
+		}
+	}
+	if diff := cmp.Diff(map[string][]string{"first": {"b"}, "new": {"a"}}, listed); diff != "" {
+		t.Errorf("pods listed per NodeClaim (-want +got):\n%s", diff)
+	}
+	if plan, _ := f.tracker.Get(a.UID); plan.NodeClaim == first {
+		t.Errorf("a is still planned onto %s", first)
+	}
+}
+
 func TestProvisionExplainsPodsNoNodePoolCanTake(t *testing.T) {
 	f := newFixture(t,
 		fakeInstanceTypes{

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -387,25 +388,10 @@ func (p *Provisioner) unlistReplanned(ctx context.Context) error {
 
 // unlist takes pods off a NodeClaim's planned-pods annotation; a NodeClaim gone has none.
 func (p *Provisioner) unlist(ctx context.Context, name string, uids []types.UID) error {
-	nc := &karpv1.NodeClaim{}
-	if err := p.kube.Get(ctx, client.ObjectKey{Name: name}, nc); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	listed, err := nomination.DecodePods(nc.Annotations[nomination.PlannedPodsAnnotationKey])
-	if err != nil {
-		return err
-	}
-	kept := slices.DeleteFunc(slices.Clone(listed), func(pod nomination.Pod) bool { return slices.Contains(uids, pod.UID) })
-	if len(kept) == len(listed) {
-		return nil
-	}
-	value, err := nomination.EncodePods(kept)
-	if err != nil {
-		return err
-	}
-	patch := client.MergeFrom(nc.DeepCopy())
-	nc.Annotations[nomination.PlannedPodsAnnotationKey] = value
-	if err := p.kube.Patch(ctx, nc, patch); client.IgnoreNotFound(err) != nil {
+	_, err := p.editPlannedPods(ctx, name, func(listed []nomination.Pod) []nomination.Pod {
+		return slices.DeleteFunc(listed, func(pod nomination.Pod) bool { return slices.Contains(uids, pod.UID) })
+	})
+	if client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("taking pods planned again off NodeClaim %s: %w", name, err)
 	}
 	return nil
@@ -416,29 +402,46 @@ func (p *Provisioner) addToInFlight(ctx context.Context, placement packing.Place
 	if placement.Node.NodeClaim == nil || !placement.Node.Schedulable {
 		return fmt.Errorf("recording pods planned onto node %s: the planner may only add pods to schedulable NodeClaims", placement.Node.Node.Name)
 	}
-	nc := &karpv1.NodeClaim{}
-	if err := p.kube.Get(ctx, client.ObjectKeyFromObject(placement.Node.NodeClaim), nc); err != nil {
-		return fmt.Errorf("getting NodeClaim %s: %w", placement.Node.NodeClaim.Name, err)
-	}
-	existing, err := nomination.DecodePods(nc.Annotations[nomination.PlannedPodsAnnotationKey])
-	if err != nil {
-		return err
-	}
 	added := podRefs(placement.Pods)
-	value, err := nomination.EncodePods(append(existing, added...))
+	nc, err := p.editPlannedPods(ctx, placement.Node.NodeClaim.Name, func(listed []nomination.Pod) []nomination.Pod {
+		return append(listed, added...)
+	})
 	if err != nil {
-		return err
-	}
-	patch := client.MergeFrom(nc.DeepCopy())
-	if nc.Annotations == nil {
-		nc.Annotations = map[string]string{}
-	}
-	nc.Annotations[nomination.PlannedPodsAnnotationKey] = value
-	if err := p.kube.Patch(ctx, nc, patch); err != nil {
-		return fmt.Errorf("recording pods on NodeClaim %s: %w", nc.Name, err)
+		return fmt.Errorf("recording pods on NodeClaim %s: %w", placement.Node.NodeClaim.Name, err)
 	}
 	p.tracker.Plan(nc.Name, nc.Status.NodeName, added)
 	return nil
+}
+
+// editPlannedPods rewrites a NodeClaim's planned-pods annotation with edit and returns the
+// NodeClaim as written. The NodeClaim is read from a cache that may lag behind the last
+// batch's write; the patch carries the resourceVersion read, so a stale read conflicts and
+// is read again, instead of dropping pods from the list.
+func (p *Provisioner) editPlannedPods(ctx context.Context, name string, edit func([]nomination.Pod) []nomination.Pod) (*karpv1.NodeClaim, error) {
+	nc := &karpv1.NodeClaim{}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := p.kube.Get(ctx, client.ObjectKey{Name: name}, nc); err != nil {
+			return err
+		}
+		listed, err := nomination.DecodePods(nc.Annotations[nomination.PlannedPodsAnnotationKey])
+		if err != nil {
+			return err
+		}
+		value, err := nomination.EncodePods(edit(listed))
+		if err != nil {
+			return err
+		}
+		if value == nc.Annotations[nomination.PlannedPodsAnnotationKey] {
+			return nil
+		}
+		patch := client.MergeFromWithOptions(nc.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		if nc.Annotations == nil {
+			nc.Annotations = map[string]string{}
+		}
+		nc.Annotations[nomination.PlannedPodsAnnotationKey] = value
+		return p.kube.Patch(ctx, nc, patch)
+	})
+	return nc, err
 }
 
 func podRefs(pods []*corev1.Pod) []nomination.Pod {

@@ -19,6 +19,7 @@ import (
 	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
+	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
 )
 
@@ -313,5 +314,53 @@ func TestProvisionRequeuesPodsWhenItFails(t *testing.T) {
 	}
 	if n := f.prov.Pending(); n != 1 {
 		t.Errorf("%d pods pending after a failed batch, want the pod back in the queue", n)
+	}
+}
+
+// laggingCache reads a NodeClaim as it was before the last write, once, the way the
+// manager's cache can right after the provisioner's previous batch wrote it.
+type laggingCache struct {
+	client.Client
+	stale *karpv1.NodeClaim
+}
+
+func (c *laggingCache) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if nc, ok := obj.(*karpv1.NodeClaim); ok && c.stale != nil && key.Name == c.stale.Name {
+		c.stale.DeepCopyInto(nc)
+		c.stale = nil
+		return nil
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+// TestPodsRecordedOnANodeClaimReadFromALaggingCacheAreAllKept: the API server rejects the
+// patch of a stale read, the provisioner reads again, and no pod planned earlier is lost.
+func TestPodsRecordedOnANodeClaimReadFromALaggingCacheAreAllKept(t *testing.T) {
+	f := newFixture(t, fakeInstanceTypes{types: []*cloudprovider.InstanceType{instanceType("m.xlarge", 4, 16, 0.15)}}, pool("general"))
+	ctx := context.Background()
+	a, b := f.pod(t, "a", "1"), f.pod(t, "b", "1")
+	f.prov.Submit([]Submission{{Pod: a}})
+	if err := f.prov.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nc := f.claims(t)[0]
+	stale := nc.DeepCopy()
+	delete(stale.Annotations, nomination.PlannedPodsAnnotationKey)
+	stale.ResourceVersion = "1"
+	prov := New(&laggingCache{Client: f.kube, stale: stale}, nil, f.tracker, noTrigger{}, f.recorder)
+	placement := packing.Placement{Node: &packing.Node{NodeClaim: &nc, Schedulable: true, Node: &corev1.Node{}}, Pods: []*corev1.Pod{b}}
+	if err := prov.addToInFlight(ctx, placement); err != nil {
+		t.Fatal(err)
+	}
+	got := &karpv1.NodeClaim{}
+	if err := f.kube.Get(ctx, client.ObjectKeyFromObject(&nc), got); err != nil {
+		t.Fatal(err)
+	}
+	planned, err := nomination.DecodePods(got.Annotations[nomination.PlannedPodsAnnotationKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]nomination.Pod{{Namespace: f.ns, Name: "a", UID: a.UID}, {Namespace: f.ns, Name: "b", UID: b.UID}}, planned); diff != "" {
+		t.Errorf("pods recorded on the NodeClaim (-want +got):\n%s", diff)
 	}
 }

@@ -11,6 +11,7 @@ package nomination
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -106,6 +107,11 @@ func (t *Tracker) PodsOf(nodeClaim string) []Pod {
 func (t *Tracker) Plan(nodeClaim, nodeName string, pods []Pod) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.plan(nodeClaim, nodeName, pods)
+}
+
+// plan is Plan; t.mu must be held.
+func (t *Tracker) plan(nodeClaim, nodeName string, pods []Pod) {
 	var nominated []Nomination
 	for _, p := range pods {
 		delete(t.stale, p.UID)
@@ -237,13 +243,12 @@ func (t *Tracker) Sync(nc *karpv1.NodeClaim, pending func(Pod) bool) error {
 	if err != nil {
 		return fmt.Errorf("reading planned pods of NodeClaim %s: %w", nc.Name, err)
 	}
-	pods := recorded[:0]
-	for _, p := range recorded {
-		if !t.plannedElsewhere(p.UID, nc.Name) && pending(p) {
-			pods = append(pods, p)
-		}
-	}
-	t.Plan(nc.Name, nc.Status.NodeName, pods)
+	// pending reads the API server, so it runs before the lock; the plans are checked and
+	// changed under one hold of it, so no plan made in between is undone.
+	waiting := slices.DeleteFunc(recorded, func(p Pod) bool { return !pending(p) })
+	t.mu.Lock()
+	t.plan(nc.Name, nc.Status.NodeName, slices.DeleteFunc(waiting, func(p Pod) bool { return t.plannedElsewhere(p.UID, nc.Name) }))
+	t.mu.Unlock()
 	if nc.Status.NodeName != "" {
 		t.SetNode(nc.Name, nc.Status.NodeName)
 	}
@@ -251,10 +256,8 @@ func (t *Tracker) Sync(nc *karpv1.NodeClaim, pending func(Pod) bool) error {
 }
 
 // plannedElsewhere reports whether the pod is planned onto another NodeClaim than the
-// one named, or was planned again away from it.
+// one named, or was planned again away from it; t.mu must be held.
 func (t *Tracker) plannedElsewhere(uid types.UID, nodeClaim string) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	if n, ok := t.plans[uid]; ok && n.NodeClaim != nodeClaim {
 		return true
 	}

@@ -176,6 +176,26 @@ func TestSyncLeavesPodsWhereTheyWerePlannedSince(t *testing.T) {
 	}
 }
 
+// TestSyncKeepsAPlanMadeWhileItReadsThePods: a batch that plans a pod elsewhere while Sync
+// asks the API server whether the pod still waits wins; Sync does not undo it.
+func TestSyncKeepsAPlanMadeWhileItReadsThePods(t *testing.T) {
+	value, err := EncodePods([]Pod{web0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := NewTracker()
+	err = tr.Sync(&karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "general-a", Annotations: map[string]string{PlannedPodsAnnotationKey: value}}}, func(p Pod) bool {
+		tr.Plan("general-b", "", []Pod{p})
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan, _ := tr.Get(web0.UID); plan.NodeClaim != "general-b" {
+		t.Errorf("web-0 is planned onto %q, want general-b, where the batch planned it during the sync", plan.NodeClaim)
+	}
+}
+
 func TestDecodePodsRejectsMalformedEntries(t *testing.T) {
 	for _, value := range []string{"not json", `["default/web-0"]`} {
 		if _, err := DecodePods(value); err == nil {

@@ -243,14 +243,12 @@ func (pl *NodeProvisioning) submit(ctx context.Context, pod *v1.Pod, m framework
 // cycle nominates them (or hands them over again when their plan was withdrawn).
 func (pl *NodeProvisioning) activate(uids []types.UID) {
 	lister := pl.handle.SharedInformerFactory().Core().V1().Pods().Lister()
-	indexer := pl.handle.SharedInformerFactory().Core().V1().Pods().Informer().GetIndexer()
 	pods := map[string]*v1.Pod{}
 	for _, uid := range uids {
-		objs, err := indexer.ByIndex(podUIDIndex, string(uid))
-		if err != nil || len(objs) == 0 {
+		pod, err := pl.podByUID(uid)
+		if err != nil || pod == nil {
 			continue
 		}
-		pod := objs[0].(*v1.Pod)
 		if live, err := lister.Pods(pod.Namespace).Get(pod.Name); err == nil && live.Spec.NodeName == "" {
 			pods[pod.Namespace+"/"+pod.Name] = live
 		}
@@ -263,16 +261,22 @@ func (pl *NodeProvisioning) activate(uids []types.UID) {
 // waiting reports whether the pod is unbound in the scheduler's informer; a pod the
 // informer does not hold is gone. Until the index exists every pod counts as waiting.
 func (pl *NodeProvisioning) waiting(uid types.UID) bool {
-	objs, err := pl.handle.SharedInformerFactory().Core().V1().Pods().Informer().GetIndexer().ByIndex(podUIDIndex, string(uid))
+	pod, err := pl.podByUID(uid)
 	if err != nil {
 		return true
 	}
-	for _, obj := range objs {
-		if pod, ok := obj.(*v1.Pod); ok && pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil {
-			return true
-		}
+	return pod != nil && pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil
+}
+
+// podByUID returns the pod the scheduler's informer holds with the UID, nil for none; it
+// fails until the index by UID exists.
+func (pl *NodeProvisioning) podByUID(uid types.UID) (*v1.Pod, error) {
+	objs, err := pl.handle.SharedInformerFactory().Core().V1().Pods().Informer().GetIndexer().ByIndex(podUIDIndex, string(uid))
+	if err != nil || len(objs) == 0 {
+		return nil, err
 	}
-	return false
+	pod, _ := objs[0].(*v1.Pod)
+	return pod, nil
 }
 
 // podUIDIndex indexes the scheduler's pod informer by UID, to find nominated pods.

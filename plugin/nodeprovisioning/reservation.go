@@ -86,10 +86,7 @@ func (pl *NodeProvisioning) keepsRoomForOthers(ctx context.Context, pod *v1.Pod,
 	if pods == 0 {
 		return nil
 	}
-	free := amounts(nodeInfo.GetAllocatable())
-	for name, used := range amounts(nodeInfo.GetRequested()) {
-		free[name] -= used
-	}
+	free := freeOn(nodeInfo)
 	for name, q := range amounts(framework.NewResource(kept)) {
 		free[name] -= q
 	}
@@ -119,16 +116,22 @@ func (pl *NodeProvisioning) logMissedRoom(ctx context.Context, pod *v1.Pod, node
 		if err != nil || !ok || !r.Active(now) || r.Pods[controller] == 0 {
 			continue
 		}
-		free := amounts(n.GetAllocatable())
-		for name, used := range amounts(n.GetRequested()) {
-			free[name] -= used
-		}
+		free := freeOn(n)
 		st := m.Get(n.Node().Name)
 		logger.V(2).Info("Pod found no room on a node reserved for its controller",
 			"pod", klog.KObj(pod), "node", klog.KObj(n.Node()), "want", r.Pods[controller], "running", running(n, controller),
 			"freeMilliCPU", free[v1.ResourceCPU], "freeMemory", free[v1.ResourceMemory], "pods", len(n.GetPods()),
 			"plugin", st.Plugin(), "reasons", st.Reasons())
 	}
+}
+
+// freeOn is what the node's allocatable leaves after the requests of its pods, by name.
+func freeOn(n fwk.NodeInfo) map[v1.ResourceName]int64 {
+	free := amounts(n.GetAllocatable())
+	for name, used := range amounts(n.GetRequested()) {
+		free[name] -= used
+	}
+	return free
 }
 
 // amounts lists a scheduler resource by name: CPU in millicores, the rest in units.

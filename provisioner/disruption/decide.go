@@ -535,16 +535,8 @@ func utilizations(c Cluster, candidates []Candidate) map[string]float64 {
 	}
 	out := make(map[string]float64, len(candidates))
 	for _, cand := range candidates {
-		requested := corev1.ResourceList{}
-		for _, p := range cand.Pods {
-			for name, q := range resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}) {
-				sum := requested[name]
-				sum.Add(q)
-				requested[name] = sum
-			}
-		}
 		share := 0.0
-		for name, used := range requested {
+		for name, used := range requestsOf(cand.Pods) {
 			total := allocatable[cand.Node][name]
 			if !total.IsZero() {
 				share = max(share, used.AsApproximateFloat64()/total.AsApproximateFloat64())
@@ -553,6 +545,21 @@ func utilizations(c Cluster, candidates []Candidate) map[string]float64 {
 		out[cand.Node] = share
 	}
 	return out
+}
+
+// requestsOf is what the pods request together, as the scheduler counts each.
+func requestsOf(pods ...[]*corev1.Pod) corev1.ResourceList {
+	sum := corev1.ResourceList{}
+	for _, list := range pods {
+		for _, p := range list {
+			for name, q := range resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}) {
+				total := sum[name]
+				total.Add(q)
+				sum[name] = total
+			}
+		}
+	}
+	return sum
 }
 
 func allSpotClaims(ncs []packing.NewNodeClaim) bool {

@@ -88,14 +88,10 @@ func (c *Controller) reserve(ctx context.Context, d Decision, replacementNodes [
 // plannedFree is what the plan leaves free on a node once the pods placed there have moved.
 func plannedFree(p packing.Placement) corev1.ResourceList {
 	free := p.Node.Node.Status.Allocatable.DeepCopy()
-	for _, pods := range [][]*corev1.Pod{p.Node.Pods, p.Pods} {
-		for _, pod := range pods {
-			for name, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}) {
-				left := free[name]
-				left.Sub(q)
-				free[name] = left
-			}
-		}
+	for name, q := range requestsOf(p.Node.Pods, p.Pods) {
+		left := free[name]
+		left.Sub(q)
+		free[name] = left
 	}
 	return free
 }

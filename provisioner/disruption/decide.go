@@ -378,14 +378,7 @@ func partOfGroup(c Cluster, set []Candidate, groups [][]Candidate, budget Budget
 		}
 		d := whole
 		d.Originals = part
-		moving := map[types.NamespacedName]bool{}
-		was := 0.0
-		for _, cand := range part {
-			was += cand.Price
-			for _, p := range cand.Pods {
-				moving[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = true
-			}
-		}
+		moving := podsOf(part)
 		d.Placements = nil
 		for _, pl := range whole.Placements {
 			var pods []*corev1.Pod
@@ -398,7 +391,7 @@ func partOfGroup(c Cluster, set []Candidate, groups [][]Candidate, budget Budget
 				d.Placements = append(d.Placements, packing.Placement{Node: pl.Node, Pods: pods})
 			}
 		}
-		d.Savings = was - price(whole.Replacements)
+		d.Savings = priceOf(part) - price(whole.Replacements)
 		d.Rest = inPlanOrder(set, othersThan(set, part))
 		return d, true
 	}
@@ -486,13 +479,9 @@ func evaluate(c Cluster, nodes []Candidate, later map[string]bool) (Decision, bo
 	if !ok {
 		return Decision{}, false
 	}
-	was := 0.0
-	for _, n := range nodes {
-		was += n.Price
-	}
 	return Decision{
 		Reason: karpv1.DisruptionReasonUnderutilized, Originals: nodes,
-		Replacements: plan.NewNodeClaims, Placements: plan.Existing, Savings: was - price(plan.NewNodeClaims),
+		Replacements: plan.NewNodeClaims, Placements: plan.Existing, Savings: priceOf(nodes) - price(plan.NewNodeClaims),
 	}, true
 }
 
@@ -577,4 +566,24 @@ func price(ncs []packing.NewNodeClaim) float64 {
 		total += nc.Cheapest.Price
 	}
 	return total
+}
+
+// priceOf is what the nodes cost together per hour.
+func priceOf(cands []Candidate) float64 {
+	total := 0.0
+	for _, cand := range cands {
+		total += cand.Price
+	}
+	return total
+}
+
+// podsOf is the set of the nodes' movable pods.
+func podsOf(cands []Candidate) map[types.NamespacedName]bool {
+	out := map[types.NamespacedName]bool{}
+	for _, cand := range cands {
+		for _, p := range cand.Pods {
+			out[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = true
+		}
+	}
+	return out
 }

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
@@ -217,15 +218,12 @@ func (s *simCluster) keptByReplicaSets(t testing.TB, keep func(i int) bool) func
 // movedOnly are the decision's replacements with the pods it moves now: a group's
 // replacements launched ahead take the rest of the group's pods in later decisions.
 func movedOnly(d Decision) []packing.NewNodeClaim {
-	moving := map[string]bool{}
-	for _, o := range d.Originals {
-		for _, p := range o.Pods {
-			moving[p.Name] = true
-		}
-	}
+	moving := podsOf(d.Originals)
 	out := slices.Clone(d.Replacements)
 	for i := range out {
-		out[i].Pods = slices.DeleteFunc(slices.Clone(out[i].Pods), func(p *corev1.Pod) bool { return !moving[p.Name] })
+		out[i].Pods = slices.DeleteFunc(slices.Clone(out[i].Pods), func(p *corev1.Pod) bool {
+			return !moving[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}]
+		})
 	}
 	return out
 }

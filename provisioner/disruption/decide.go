@@ -52,8 +52,10 @@ type Cluster struct {
 	// Candidates in no particular order.
 	Candidates []Candidate
 
-	// pins are the zones the candidates' pods must keep when they move (see zonePins).
-	pins map[types.NamespacedName]string
+	// pins are what the candidates' pods must keep of their zones when they move (see
+	// zonePins); zoneOf is every node's zone.
+	pins   map[types.NamespacedName]zonePin
+	zoneOf map[string]string
 }
 
 // Decision is one disruption to carry out.
@@ -98,6 +100,7 @@ func Decide(c Cluster, budget Budget, opts Options) (Decision, bool) {
 		return d, true
 	}
 	// Drift replaces a node whatever it takes; consolidation only moves what moves safely.
+	c.zoneOf = zonesOf(c.Nodes)
 	c.pins = zonePins(c)
 	var candidates []Candidate
 	for _, cand := range c.Candidates {
@@ -486,18 +489,20 @@ func evaluate(c Cluster, nodes []Candidate, later map[string]bool) (Decision, bo
 }
 
 // simulate plans the pods of the nodes taken away onto the rest of the cluster and new
-// NodeClaims, each pod in the zone it must keep, if any; false when some pod would have
+// NodeClaims, each pod in the zones its pin allows, if any; false when some pod would have
 // nowhere to go.
 func simulate(c Cluster, gone []Candidate, later map[string]bool) (packing.Plan, bool) {
 	away := map[string]bool{}
-	in := packing.Input{NodePools: c.NodePools, DaemonSets: c.DaemonSets, Volumes: c.Volumes}
 	for _, g := range gone {
 		away[g.Node] = true
+	}
+	in := packing.Input{NodePools: c.NodePools, DaemonSets: c.DaemonSets, Volumes: c.Volumes}
+	for _, g := range gone {
 		for _, p := range g.Pods {
 			pending := p.DeepCopy()
 			pending.Spec.NodeName = ""
-			if zone, ok := c.pins[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}]; ok {
-				pinToZone(pending, zone)
+			if pin, ok := c.pins[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}]; ok {
+				pinToZones(pending, pin.zones(away, c.zoneOf))
 			}
 			in.Pods = append(in.Pods, pending)
 		}

@@ -114,21 +114,42 @@ func (s *simCluster) view() Cluster {
 	return c
 }
 
-// scaledDown plans a workload of from pods, batch pods at a time (all at once when 0) as
-// the provisioner plans pods that arrive over time: each batch onto the room the nodes so
-// far have left and new nodes. Then it keeps the pods keep says and returns the cluster,
-// the pods kept, and the hourly cost before. likeReplicaSets keeps as many pods of each
-// Deployment (its identical pods), but picks them as a ReplicaSet scaling down does.
-func scaledDown(t testing.TB, shape string, from, batch int, keep func(i int) bool, likeReplicaSets bool) (*simCluster, []*corev1.Pod, float64) {
+// scaleDownCase is a scale-down measured in memory.
+type scaleDownCase struct {
+	shape string
+	from  int
+	// batch is how many pods are planned at a time; all at once when 0.
+	batch int
+	// keep says which pods, by their index in the workload, the scale-down keeps.
+	keep func(i int) bool
+	// likeReplicaSets keeps as many pods of each Deployment (its identical pods) as keep,
+	// but picks them as a ReplicaSet scaling down does.
+	likeReplicaSets bool
+	// byDeployment provisions the pods grouped by Deployment, in the order each first
+	// appears in the workload, as the pods of Deployments created one after another arrive
+	// on a live cluster.
+	byDeployment bool
+}
+
+// scaledDown plans the case's workload, c.batch pods at a time, as the provisioner plans
+// pods that arrive over time: each batch onto the room the nodes so far have left and new
+// nodes. Then it keeps the pods the case keeps and returns the cluster, the pods kept, and
+// the hourly cost before.
+func scaledDown(t testing.TB, c scaleDownCase) (*simCluster, []*corev1.Pod, float64) {
 	t.Helper()
-	in := workloads.Load(t, shape, from)
+	in := workloads.Load(t, c.shape, c.from)
 	s := &simCluster{in: in, nodes: map[string]*simNode{}}
-	if batch == 0 {
-		batch = len(in.Pods)
+	arrival := in.Pods
+	if c.byDeployment {
+		arrival = s.byDeployment(t)
 	}
-	for i := 0; i < len(in.Pods); i += batch {
+	batch := c.batch
+	if batch == 0 {
+		batch = len(arrival)
+	}
+	for i := 0; i < len(arrival); i += batch {
 		arrived := in
-		arrived.Pods = in.Pods[i:min(i+batch, len(in.Pods))]
+		arrived.Pods = arrival[i:min(i+batch, len(arrival))]
 		arrived.Nodes = s.view().Nodes
 		plan := packing.Solve(arrived)
 		for _, pl := range plan.Existing {
@@ -137,7 +158,8 @@ func scaledDown(t testing.TB, shape string, from, batch int, keep func(i int) bo
 		s.launch(t, plan.NewNodeClaims, false)
 	}
 	before := s.cost()
-	if likeReplicaSets {
+	keep := c.keep
+	if c.likeReplicaSets {
 		keep = s.keptByReplicaSets(t, keep)
 	}
 	kept := map[string]bool{}
@@ -172,47 +194,64 @@ func (s *simCluster) keptByReplicaSets(t testing.TB, keep func(i int) bool) func
 			nodeOf[p.Name] = name
 		}
 	}
-	type deployment struct {
-		pods []int
-		keep int
+	kept := map[int]bool{}
+	for _, pods := range s.deployments(t) {
+		n := 0
+		onNode := map[string]int{}
+		for _, i := range pods {
+			onNode[nodeOf[s.in.Pods[i].Name]]++
+			if keep(i) {
+				n++
+			}
+		}
+		// Kept first: the fewest pods of the Deployment on their node, then the oldest.
+		sort.SliceStable(pods, func(a, b int) bool {
+			na, nb := onNode[nodeOf[s.in.Pods[pods[a]].Name]], onNode[nodeOf[s.in.Pods[pods[b]].Name]]
+			if na != nb {
+				return na < nb
+			}
+			return pods[a] < pods[b]
+		})
+		for _, i := range pods[:n] {
+			kept[i] = true
+		}
 	}
-	byTemplate := map[string]*deployment{}
-	var deployments []*deployment
+	return func(i int) bool { return kept[i] }
+}
+
+// deployments groups the workload's pods, by index, into Deployments (identical pods), in
+// the order each first appears.
+func (s *simCluster) deployments(t testing.TB) [][]int {
+	t.Helper()
+	index := map[string]int{}
+	var out [][]int
 	for i, p := range s.in.Pods {
 		key, err := workloads.DeploymentKey(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, ok := byTemplate[key]
+		d, ok := index[key]
 		if !ok {
-			d = &deployment{}
-			byTemplate[key] = d
-			deployments = append(deployments, d)
+			d = len(out)
+			index[key] = d
+			out = append(out, nil)
 		}
-		d.pods = append(d.pods, i)
-		if keep(i) {
-			d.keep++
+		out[d] = append(out[d], i)
+	}
+	return out
+}
+
+// byDeployment is the workload's pods grouped by Deployment, in the order each first
+// appears.
+func (s *simCluster) byDeployment(t testing.TB) []*corev1.Pod {
+	t.Helper()
+	var out []*corev1.Pod
+	for _, pods := range s.deployments(t) {
+		for _, i := range pods {
+			out = append(out, s.in.Pods[i])
 		}
 	}
-	kept := map[int]bool{}
-	for _, d := range deployments {
-		onNode := map[string]int{}
-		for _, i := range d.pods {
-			onNode[nodeOf[s.in.Pods[i].Name]]++
-		}
-		// Kept first: the fewest pods of the Deployment on their node, then the oldest.
-		sort.SliceStable(d.pods, func(a, b int) bool {
-			na, nb := onNode[nodeOf[s.in.Pods[d.pods[a]].Name]], onNode[nodeOf[s.in.Pods[d.pods[b]].Name]]
-			if na != nb {
-				return na < nb
-			}
-			return d.pods[a] < d.pods[b]
-		})
-		for _, i := range d.pods[:d.keep] {
-			kept[i] = true
-		}
-	}
-	return func(i int) bool { return kept[i] }
+	return out
 }
 
 // movedOnly are the decision's replacements with the pods it moves now: a group's
@@ -239,9 +278,9 @@ func (s *simCluster) defaultBudget() Budget {
 
 // scaleDown consolidates a scaled-down workload (see scaledDown) until no decision is left
 // and reports the outcome against a fresh plan of the pods kept.
-func scaleDown(t testing.TB, shape string, from, batch int, keep func(i int) bool, likeReplicaSets bool) {
+func scaleDown(t testing.TB, c scaleDownCase) {
 	t.Helper()
-	s, keptPods, before := scaledDown(t, shape, from, batch, keep, likeReplicaSets)
+	s, keptPods, before := scaledDown(t, c)
 	kept := map[string]bool{}
 	for _, p := range keptPods {
 		kept[p.Name] = true
@@ -288,7 +327,7 @@ func scaleDown(t testing.TB, shape string, from, batch int, keep func(i int) boo
 	}
 	after := s.cost()
 	t.Logf("%s %d→%d pods: $%.2f/h before, $%.2f/h after %d decisions (%d nodes disrupted, %d replacements, %d pods moved, %d of them more than once) in %s; fresh plan $%.2f/h: ×%.3f",
-		shape, from, len(keptPods), before, after, decisions, disrupted, replacements, len(moves), movedTwice, elapsed.Round(time.Millisecond), freshCost, after/freshCost)
+		c.shape, c.from, len(keptPods), before, after, decisions, disrupted, replacements, len(moves), movedTwice, elapsed.Round(time.Millisecond), freshCost, after/freshCost)
 	if after > before {
 		t.Errorf("consolidation raised the cost from $%.2f to $%.2f an hour", before, after)
 	}
@@ -328,12 +367,19 @@ func TestScaleDownConverges(t *testing.T) {
 	}
 	webmix := func(i int) bool { return i%4 == 0 }
 	diverse := func(i int) bool { return i%10 < 7 }
-	t.Run("webmix 2000 to 500", func(t *testing.T) { scaleDown(t, "webmix", 2000, 0, webmix, false) })
-	t.Run("diverse 1000 to 700", func(t *testing.T) { scaleDown(t, "diverse", 1000, 0, diverse, false) })
-	t.Run("webmix 2000 to 500, provisioned 10 pods at a time", func(t *testing.T) { scaleDown(t, "webmix", 2000, 10, webmix, false) })
-	t.Run("diverse 1000 to 700, provisioned 10 pods at a time", func(t *testing.T) { scaleDown(t, "diverse", 1000, 10, diverse, false) })
+	t.Run("webmix 2000 to 500", func(t *testing.T) { scaleDown(t, scaleDownCase{shape: "webmix", from: 2000, keep: webmix}) })
+	t.Run("diverse 1000 to 700", func(t *testing.T) { scaleDown(t, scaleDownCase{shape: "diverse", from: 1000, keep: diverse}) })
+	t.Run("webmix 2000 to 500, provisioned 10 pods at a time", func(t *testing.T) {
+		scaleDown(t, scaleDownCase{shape: "webmix", from: 2000, batch: 10, keep: webmix})
+	})
+	t.Run("diverse 1000 to 700, provisioned 10 pods at a time", func(t *testing.T) {
+		scaleDown(t, scaleDownCase{shape: "diverse", from: 1000, batch: 10, keep: diverse})
+	})
 	t.Run("webmix 2000 to 500, provisioned 10 pods at a time, scaled down like ReplicaSets", func(t *testing.T) {
-		scaleDown(t, "webmix", 2000, 10, webmix, true)
+		scaleDown(t, scaleDownCase{shape: "webmix", from: 2000, batch: 10, keep: webmix, likeReplicaSets: true})
+	})
+	t.Run("diverse 1000 to 700, provisioned 5 pods at a time as Deployments arrive, scaled down like ReplicaSets", func(t *testing.T) {
+		scaleDown(t, scaleDownCase{shape: "diverse", from: 1000, batch: 5, keep: diverse, likeReplicaSets: true, byDeployment: true})
 	})
 }
 
@@ -341,7 +387,7 @@ func TestScaleDownConverges(t *testing.T) {
 // consolidation plan, which weighs every node: webmix 2,000 → 500 provisioned ten pods at a
 // time, its empty nodes already removed.
 func BenchmarkConsolidationPlan(b *testing.B) {
-	s, _, _ := scaledDown(b, "webmix", 2000, 10, func(i int) bool { return i%4 == 0 }, false)
+	s, _, _ := scaledDown(b, scaleDownCase{shape: "webmix", from: 2000, batch: 10, keep: func(i int) bool { return i%4 == 0 }})
 	for name, n := range s.nodes {
 		if len(n.node.Pods) == 0 {
 			delete(s.nodes, name)

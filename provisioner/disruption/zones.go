@@ -1,6 +1,8 @@
 package disruption
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -10,6 +12,50 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 )
 
+// zonesOf maps each node to its zone.
+func zonesOf(nodes []packing.Node) map[string]string {
+	out := make(map[string]string, len(nodes))
+	for _, n := range nodes {
+		out[n.Node.Name] = n.Node.Labels[corev1.LabelTopologyZone]
+	}
+	return out
+}
+
+// zonePin is what a moving pod must keep of its zone.
+type zonePin struct {
+	// zone is the pod's own zone, which it may always keep.
+	zone string
+	// shared, for a pod that requires a zone shared with pods like itself (and is not held
+	// in its zone by a topology spread), lists per such requirement the nodes outside the
+	// pod's zone that run pods the requirement selects. The pod may also move to a zone
+	// that, for every requirement, one of those nodes stays in: the pods there are still
+	// there when the pod's replacement is scheduled.
+	shared [][]string
+}
+
+// zones are the zones the pod may move to when the nodes away go: its own and those its
+// requirements share with pods that stay.
+func (z zonePin) zones(away map[string]bool, zoneOf map[string]string) []string {
+	var allowed map[string]bool
+	for _, nodes := range z.shared {
+		staying := map[string]bool{}
+		for _, n := range nodes {
+			if !away[n] && (allowed == nil || allowed[zoneOf[n]]) {
+				staying[zoneOf[n]] = true
+			}
+		}
+		allowed = staying
+	}
+	out := []string{z.zone}
+	for zone := range allowed {
+		if zone != z.zone {
+			out = append(out, zone)
+		}
+	}
+	slices.Sort(out[1:])
+	return out
+}
+
 // zonePins finds the candidates' pods that must keep their zone when they move. The plan
 // moves pods as if all left at once, but a PodDisruptionBudget lets them go one at a time,
 // and the scheduler places each replacement among the siblings still in place. For a zonal
@@ -18,47 +64,77 @@ import (
 // counts already break the spread (a ReplicaSet scales down regardless of zones) and the
 // pod's zone is one of those with too many; the scheduler then sends the replacement to an
 // emptier zone, as the plan may. A pod that requires a zone shared with its siblings keeps
-// its zone: they are still there when it moves. The result maps each such pod to its zone.
-func zonePins(c Cluster) map[types.NamespacedName]string {
-	pins := map[types.NamespacedName]string{}
-	zoneOf := make(map[string]string, len(c.Nodes))
-	for _, n := range c.Nodes {
-		zoneOf[n.Node.Name] = n.Node.Labels[corev1.LabelTopologyZone]
-	}
+// its zone, where they are still there when it moves, or goes to a zone where such pods run
+// on nodes that stay (see zonePin). The result maps each such pod to its pin.
+func zonePins(c Cluster) map[types.NamespacedName]zonePin {
+	pins := map[types.NamespacedName]zonePin{}
 	for _, cand := range c.Candidates {
-		zone := zoneOf[cand.Node]
+		zone := c.zoneOf[cand.Node]
 		if zone == "" {
 			continue
 		}
 		for _, p := range cand.Pods {
 			key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
-			if sharesZone(p) {
-				pins[key] = zone
-			}
+			held := false
 			for _, tsc := range p.Spec.TopologySpreadConstraints {
 				if tsc.TopologyKey == corev1.LabelTopologyZone && tsc.WhenUnsatisfiable == corev1.DoNotSchedule && backInPlace(c, p, zone, tsc) {
-					pins[key] = zone
+					held = true
 				}
+			}
+			switch terms := zoneSharing(p); {
+			case held:
+				pins[key] = zonePin{zone: zone}
+			case len(terms) > 0:
+				pins[key] = zonePin{zone: zone, shared: sharedWith(c, p, zone, terms)}
 			}
 		}
 	}
 	return pins
 }
 
-// sharesZone reports whether the pod requires a zone running pods like itself.
-func sharesZone(p *corev1.Pod) bool {
+// zoneSharing is the pod's required zonal affinity terms that select the pod itself.
+func zoneSharing(p *corev1.Pod) []corev1.PodAffinityTerm {
 	if p.Spec.Affinity == nil || p.Spec.Affinity.PodAffinity == nil {
-		return false
+		return nil
 	}
+	var out []corev1.PodAffinityTerm
 	for _, term := range p.Spec.Affinity.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
 		if term.TopologyKey != corev1.LabelTopologyZone {
 			continue
 		}
 		if sel, err := metav1.LabelSelectorAsSelector(term.LabelSelector); err == nil && sel.Matches(labels.Set(p.Labels)) {
-			return true
+			out = append(out, term)
 		}
 	}
-	return false
+	return out
+}
+
+// sharedWith lists, per term, the nodes outside the zone running pods the term selects, in
+// the pod's namespace or those the term names. A term that selects namespaces by label
+// lists none: the pod then keeps its zone.
+func sharedWith(c Cluster, p *corev1.Pod, zone string, terms []corev1.PodAffinityTerm) [][]string {
+	out := make([][]string, len(terms))
+	for i, term := range terms {
+		sel, err := metav1.LabelSelectorAsSelector(term.LabelSelector)
+		if err != nil || term.NamespaceSelector != nil {
+			continue
+		}
+		namespaces := term.Namespaces
+		if len(namespaces) == 0 {
+			namespaces = []string{p.Namespace}
+		}
+		for _, n := range c.Nodes {
+			if z := c.zoneOf[n.Node.Name]; z == "" || z == zone {
+				continue
+			}
+			if slices.ContainsFunc(n.Pods, func(other *corev1.Pod) bool {
+				return other.DeletionTimestamp == nil && slices.Contains(namespaces, other.Namespace) && sel.Matches(labels.Set(other.Labels))
+			}) {
+				out[i] = append(out[i], n.Node.Name)
+			}
+		}
+	}
+	return out
 }
 
 // backInPlace reports whether the scheduler lets the pod's replacement into the pod's own
@@ -91,9 +167,10 @@ func backInPlace(c Cluster, p *corev1.Pod, zone string, tsc corev1.TopologySprea
 	return counts[zone]+1-least <= int(tsc.MaxSkew)
 }
 
-// pinToZone requires the pod's copy to land in the zone, on top of its own node affinity.
-func pinToZone(p *corev1.Pod, zone string) {
-	req := corev1.NodeSelectorRequirement{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{zone}}
+// pinToZones requires the pod's copy to land in one of the zones, on top of its own node
+// affinity.
+func pinToZones(p *corev1.Pod, zones []string) {
+	req := corev1.NodeSelectorRequirement{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: zones}
 	if p.Spec.Affinity == nil {
 		p.Spec.Affinity = &corev1.Affinity{}
 	}

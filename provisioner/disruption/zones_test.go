@@ -2,6 +2,7 @@ package disruption
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -9,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 )
 
@@ -43,6 +45,7 @@ func TestZonePins(t *testing.T) {
 			c.Nodes = append(c.Nodes, n)
 			c.Candidates = append(c.Candidates, Candidate{Node: n.Node.Name, Pods: n.Pods})
 		}
+		c.zoneOf = zonesOf(c.Nodes)
 		return c
 	}
 
@@ -73,6 +76,19 @@ func TestZonePins(t *testing.T) {
 			want: map[string]string{"web-a0": "zone-a", "web-a1": "zone-a"},
 		},
 		{
+			name: "pods that require their siblings' zone may also go where other siblings run",
+			c:    cluster([3]int{2, 1, 0}, sameZone),
+			want: map[string]string{"web-a0": "zone-a,zone-b", "web-a1": "zone-a,zone-b", "web-b0": "zone-b,zone-a"},
+		},
+		{
+			name: "a spread that holds keeps pods that require their siblings' zone in their own",
+			c: cluster([3]int{1, 1, 1}, func(p *corev1.Pod) {
+				sameZone(p)
+				spread(corev1.DoNotSchedule)(p)
+			}),
+			want: map[string]string{"web-a0": "zone-a", "web-b0": "zone-b", "web-c0": "zone-c"},
+		},
+		{
 			name: "pods free of zones are not pinned",
 			c:    cluster([3]int{3, 0, 1}, nil),
 			want: map[string]string{},
@@ -81,8 +97,8 @@ func TestZonePins(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := map[string]string{}
-			for key, p := range zonePins(tt.c) {
-				got[key.Name] = p
+			for key, pin := range zonePins(tt.c) {
+				got[key.Name] = strings.Join(pin.zones(nil, tt.c.zoneOf), ",")
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("pins (-want +got):\n%s", diff)
@@ -99,12 +115,81 @@ func TestSimulateKeepsPinnedPodsInTheirZone(t *testing.T) {
 	// b is in another zone, where a's pod may not go.
 	c.Nodes[1].Node.Labels[corev1.LabelTopologyZone] = "us-east-1b"
 	pod := c.Candidates[0].Pods[0]
-	c.pins = map[types.NamespacedName]string{{Namespace: pod.Namespace, Name: pod.Name}: "us-east-1a"}
+	c.zoneOf = zonesOf(c.Nodes)
+	c.pins = map[types.NamespacedName]zonePin{{Namespace: pod.Namespace, Name: pod.Name}: {zone: "us-east-1a"}}
 	plan, ok := simulate(c, c.Candidates[:1], nil)
 	if !ok {
 		t.Fatal("a's pod found no room")
 	}
 	if len(plan.Existing) != 0 || len(plan.NewNodeClaims) != 1 || plan.NewNodeClaims[0].Cheapest.Zone != "us-east-1a" {
 		t.Errorf("a's pod went to %d existing nodes and %d new ones (%+v), want one new node in us-east-1a", len(plan.Existing), len(plan.NewNodeClaims), plan.NewNodeClaims)
+	}
+}
+
+func TestZonePinZones(t *testing.T) {
+	zoneOf := map[string]string{"a1": "zone-a", "b1": "zone-b", "b2": "zone-b", "c1": "zone-c"}
+	tests := []struct {
+		name string
+		pin  zonePin
+		away []string
+		want []string
+	}{
+		{name: "a pod held in its zone", pin: zonePin{zone: "zone-a"}, want: []string{"zone-a"}},
+		{
+			name: "siblings in other zones stay",
+			pin:  zonePin{zone: "zone-a", shared: [][]string{{"b1", "c1"}}},
+			want: []string{"zone-a", "zone-b", "zone-c"},
+		},
+		{
+			name: "a zone whose siblings all go with the decision is left out",
+			pin:  zonePin{zone: "zone-a", shared: [][]string{{"b1", "b2", "c1"}}},
+			away: []string{"b1", "b2"},
+			want: []string{"zone-a", "zone-c"},
+		},
+		{
+			name: "every requirement must be met in the zone",
+			pin:  zonePin{zone: "zone-a", shared: [][]string{{"b1", "c1"}, {"b2"}}},
+			want: []string{"zone-a", "zone-b"},
+		},
+		{
+			name: "a requirement no other zone meets keeps the pod in its own",
+			pin:  zonePin{zone: "zone-a", shared: [][]string{{"b1"}, nil}},
+			want: []string{"zone-a"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			away := map[string]bool{}
+			for _, n := range tt.away {
+				away[n] = true
+			}
+			if diff := cmp.Diff(tt.want, tt.pin.zones(away, zoneOf)); diff != "" {
+				t.Errorf("zones (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDecideMovesAZoneSharingPodToSiblingsInAnotherZone(t *testing.T) {
+	c := decideCluster(
+		node{name: "a", instanceType: "small.xlarge", capacityType: "on-demand", pods: []string{"1"}},
+		node{name: "b", instanceType: "big.2xlarge", capacityType: "on-demand", keep: true, pods: []string{"1"}},
+	)
+	// b, in another zone, runs a sibling of a's pod and has room for it; a's zone offers no
+	// cheaper node than a.
+	c.Nodes[1].Node.Labels[corev1.LabelTopologyZone] = "us-east-1b"
+	web := map[string]string{"app": "web"}
+	for _, n := range c.Nodes {
+		for _, p := range n.Pods {
+			p.Labels = web
+			p.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+				TopologyKey: corev1.LabelTopologyZone, LabelSelector: &metav1.LabelSelector{MatchLabels: web},
+			}}}}
+		}
+	}
+	got := summarize(Decide(c, func(string, karpv1.DisruptionReason) int { return 10 }, DefaultOptions))
+	want := &summary{Reason: karpv1.DisruptionReasonUnderutilized, Originals: []string{"a"}, Targets: []string{"b"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("decision (-want +got):\n%s", diff)
 	}
 }

@@ -191,6 +191,9 @@ type ScaleDownResult struct {
 	// PriceMismatches name live instances whose price on the local endpoint differs from
 	// the planner's price of their offering.
 	PriceMismatches []string
+	// Zones sets the end state beside the fresh plan of the kept pods, zone by zone, so a
+	// gap can be traced to where it sits.
+	Zones []ZoneCost
 
 	// Deleted is how long after the scale-down consolidation was turned on: once the
 	// Deployments had deleted the pods scaled down, unless ConsolidateDuringScaleDown.
@@ -237,6 +240,17 @@ func (r *ScaleDownResult) Ratio() float64 {
 		return 0
 	}
 	return r.CostAfter / r.FreshKept
+}
+
+// ZoneCost is one zone's share of the end state and of the fresh plan of the kept pods.
+type ZoneCost struct {
+	Zone string
+	// Cost, Nodes and Pods are the live instances' hourly price, their number and the
+	// workload's running pods on their nodes; Fresh, FreshNodes and FreshPods the fresh
+	// plan's.
+	Cost, Fresh       float64
+	Nodes, FreshNodes int
+	Pods, FreshPods   int
 }
 
 // deployment is a set of identical pods of the workload, run as one Deployment.
@@ -1065,20 +1079,84 @@ func (r *ScaleDownResult) measureEnd(ctx context.Context, kube client.Client, en
 			kept = append(kept, p)
 		}
 	}
-	r.FreshAll, r.FreshAllNodes = freshPlan(in, in.Pods)
-	r.FreshKept, r.FreshKeptNodes = freshPlan(in, kept)
+	all, fresh := freshPlan(in, in.Pods), freshPlan(in, kept)
+	r.FreshAll, r.FreshAllNodes = priceOf(all), len(all)
+	r.FreshKept, r.FreshKeptNodes = priceOf(fresh), len(fresh)
+	podZones, err := workloadPodsByZone(ctx, kube)
+	if err != nil {
+		return err
+	}
+	r.Zones = byZone(live, podZones, fresh)
 	return nil
 }
 
-// freshPlan is the hourly price and node count of the planner's plan of pods on an empty
-// cluster with the workload's NodePools.
-func freshPlan(in packing.Input, pods []*corev1.Pod) (float64, int) {
-	plan := packing.Solve(packing.Input{Pods: pods, NodePools: in.NodePools, DaemonSets: in.DaemonSets})
+// workloadPodsByZone counts the workload's running pods by the zone of their node.
+func workloadPodsByZone(ctx context.Context, kube client.Client) (map[string]int, error) {
+	nodes := &corev1.NodeList{}
+	if err := kube.List(ctx, nodes); err != nil {
+		return nil, fmt.Errorf("listing Nodes: %w", err)
+	}
+	zoneOf := map[string]string{}
+	for _, n := range nodes.Items {
+		zoneOf[n.Name] = n.Labels[corev1.LabelTopologyZone]
+	}
+	pods := &corev1.PodList{}
+	if err := kube.List(ctx, pods, client.InNamespace(metav1.NamespaceDefault), client.HasLabels{DeploymentLabel}); err != nil {
+		return nil, fmt.Errorf("listing the workload's pods: %w", err)
+	}
+	out := map[string]int{}
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			out[zoneOf[p.Spec.NodeName]]++
+		}
+	}
+	return out, nil
+}
+
+// byZone sets the live instances and pods beside the fresh plan, zone by zone.
+func byZone(live []localaws.InstanceSummary, pods map[string]int, fresh []packing.NewNodeClaim) []ZoneCost {
+	zones := map[string]*ZoneCost{}
+	zone := func(name string) *ZoneCost {
+		if zones[name] == nil {
+			zones[name] = &ZoneCost{Zone: name}
+		}
+		return zones[name]
+	}
+	for _, i := range live {
+		z := zone(i.Zone)
+		z.Cost += i.PricePerHour
+		z.Nodes++
+	}
+	for name, n := range pods {
+		zone(name).Pods += n
+	}
+	for _, nc := range fresh {
+		z := zone(nc.Cheapest.Zone)
+		z.Fresh += nc.Cheapest.Price
+		z.FreshNodes++
+		z.FreshPods += len(nc.Pods)
+	}
+	out := make([]ZoneCost, 0, len(zones))
+	for _, z := range zones {
+		out = append(out, *z)
+	}
+	slices.SortFunc(out, func(a, b ZoneCost) int { return strings.Compare(a.Zone, b.Zone) })
+	return out
+}
+
+// freshPlan is the planner's plan of pods on an empty cluster with the workload's
+// NodePools.
+func freshPlan(in packing.Input, pods []*corev1.Pod) []packing.NewNodeClaim {
+	return packing.Solve(packing.Input{Pods: pods, NodePools: in.NodePools, DaemonSets: in.DaemonSets}).NewNodeClaims
+}
+
+// priceOf is the hourly price of a plan's NodeClaims.
+func priceOf(claims []packing.NewNodeClaim) float64 {
 	total := 0.0
-	for _, nc := range plan.NewNodeClaims {
+	for _, nc := range claims {
 		total += nc.Cheapest.Price
 	}
-	return total, len(plan.NewNodeClaims)
+	return total
 }
 
 func offeringKey(instanceType, zone, capacityType string) string {
@@ -1175,6 +1253,13 @@ func PrintScaleDown(w io.Writer, r *ScaleDownResult) {
 		row("prices", "%d live instances priced differently by the endpoint and the planner", len(r.PriceMismatches))
 	}
 	row("wall time", "%s", r.Wall.Round(time.Second))
+	if len(r.Zones) > 0 {
+		row("by zone", "after\t\t\tfresh plan")
+	}
+	for _, z := range r.Zones {
+		row("  "+z.Zone, "$%.2f/hour\t%d nodes\t%d pods\t$%.2f/hour\t%d nodes\t%d pods",
+			z.Cost, z.Nodes, z.Pods, z.Fresh, z.FreshNodes, z.FreshPods)
+	}
 	tw.Flush()
 	for _, list := range []struct {
 		what  string

@@ -11,6 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/tailor-autoscaler/tailor/provisioner/packing"
+	"github.com/tailor-autoscaler/tailor/test/localaws"
 )
 
 func TestParseKeepRule(t *testing.T) {
@@ -237,5 +240,27 @@ func TestWatchCountsBudgetViolationsOnceTheBudgetWasMet(t *testing.T) {
 				t.Errorf("%d violations, want %d (%v)", r.PDBViolations, tc.want, r.Violations)
 			}
 		})
+	}
+}
+
+func TestByZoneSetsTheEndBesideTheFreshPlan(t *testing.T) {
+	live := []localaws.InstanceSummary{
+		{ID: "i-1", Zone: "us-east-1a", PricePerHour: 0.5},
+		{ID: "i-2", Zone: "us-east-1a", PricePerHour: 0.25},
+		{ID: "i-3", Zone: "us-east-1c", PricePerHour: 1},
+	}
+	pods := map[string]int{"us-east-1a": 7, "us-east-1c": 2}
+	onePod := []*corev1.Pod{workloadPod("p", nil, "1", "1Gi")}
+	fresh := []packing.NewNodeClaim{
+		{Pods: onePod, Cheapest: packing.Choice{Zone: "us-east-1a", Price: 0.5}},
+		{Pods: append(onePod, onePod...), Cheapest: packing.Choice{Zone: "us-east-1b", Price: 0.75}},
+	}
+	want := []ZoneCost{
+		{Zone: "us-east-1a", Cost: 0.75, Nodes: 2, Pods: 7, Fresh: 0.5, FreshNodes: 1, FreshPods: 1},
+		{Zone: "us-east-1b", Fresh: 0.75, FreshNodes: 1, FreshPods: 2},
+		{Zone: "us-east-1c", Cost: 1, Nodes: 1, Pods: 2},
+	}
+	if diff := cmp.Diff(want, byZone(live, pods, fresh)); diff != "" {
+		t.Errorf("byZone (-want +got):\n%s", diff)
 	}
 }

@@ -80,7 +80,8 @@ type Options struct {
 	SpotToSpotSavings float64
 	// MaxMultiNode caps the nodes one consolidation takes away together.
 	MaxMultiNode int
-	// MaxCandidates caps the nodes a consolidation plan considers, least used first.
+	// MaxCandidates caps the nodes a consolidation plan considers, those spending the most
+	// on room no pod uses first.
 	MaxCandidates int
 }
 
@@ -108,13 +109,13 @@ func Decide(c Cluster, budget Budget, opts Options) (Decision, bool) {
 			candidates = append(candidates, cand)
 		}
 	}
-	// Least used first (the least to move for the most capacity freed), then the dearest
-	// node (the most to save).
-	used := utilizations(c, candidates)
+	// The most spent on room no pod uses first (the most to save for the least to move),
+	// then the dearest node.
+	idle := idleSpend(c, candidates)
 	sort.SliceStable(candidates, func(i, j int) bool {
-		ui, uj := used[candidates[i].Node], used[candidates[j].Node]
-		if ui != uj {
-			return ui < uj
+		ii, ij := idle[candidates[i].Node], idle[candidates[j].Node]
+		if ii != ij {
+			return ii > ij
 		}
 		if candidates[i].Price != candidates[j].Price {
 			return candidates[i].Price > candidates[j].Price
@@ -518,6 +519,18 @@ func simulate(c Cluster, gone []Candidate, later map[string]bool) (packing.Plan,
 	}
 	plan := packing.Solve(in)
 	return plan, len(plan.Unschedulable) == 0
+}
+
+// idleSpend is, per candidate node, the share of its hourly price its movable pods leave
+// unused: the price times one less the node's utilization. A dear node half used comes
+// before a cheap one nearly empty, as taking it away saves more.
+func idleSpend(c Cluster, candidates []Candidate) map[string]float64 {
+	used := utilizations(c, candidates)
+	out := make(map[string]float64, len(candidates))
+	for _, cand := range candidates {
+		out[cand.Node] = cand.Price * (1 - used[cand.Node])
+	}
+	return out
 }
 
 // utilizations is, per candidate node, the largest share of any of the node's allocatable

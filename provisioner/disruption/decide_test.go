@@ -146,6 +146,14 @@ func TestDecide(t *testing.T) {
 				Rest: []string{"b", "c"}},
 		},
 		{
+			name: "the node spending the most on room its pods leave unused goes first: a dear node a quarter used before a cheap one an eighth used",
+			nodes: []node{{name: "cheap", instanceType: "small.xlarge", capacityType: "on-demand", pods: []string{"500m"}},
+				{name: "dear", instanceType: "big.2xlarge", capacityType: "on-demand", pods: []string{"2"}},
+				{name: "c", instanceType: "large.4xlarge", capacityType: "on-demand", keep: true, pods: []string{"6"}}},
+			budget: one,
+			want:   &summary{Reason: karpv1.DisruptionReasonUnderutilized, Originals: []string{"dear"}, Targets: []string{"c"}, Rest: []string{"cheap"}},
+		},
+		{
 			name: "a plan under way goes on where it left off",
 			nodes: []node{{name: "a", instanceType: "big.2xlarge", capacityType: "on-demand", pods: []string{"1"}},
 				{name: "b", instanceType: "big.2xlarge", capacityType: "on-demand", planned: true, pods: []string{"1500m"}},

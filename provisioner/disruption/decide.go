@@ -109,7 +109,7 @@ func Decide(c Cluster, budget Budget, opts Options) (Decision, bool) {
 			candidates = append(candidates, cand)
 		}
 	}
-	// The most spent on room no pod uses first (the most to save for the least to move),
+	// The most spent on room no pod uses first (the most taking the node away may save),
 	// then the dearest node.
 	idle := idleSpend(c, candidates)
 	sort.SliceStable(candidates, func(i, j int) bool {

@@ -315,10 +315,7 @@ func scaleDown(t testing.TB, c scaleDownCase) {
 	}
 	elapsed := time.Since(start)
 	fresh := packing.Solve(packing.Input{Pods: keptPods, NodePools: s.in.NodePools})
-	freshCost := 0.0
-	for _, nc := range fresh.NewNodeClaims {
-		freshCost += nc.Cheapest.Price
-	}
+	freshCost := fresh.PricePerHour()
 	movedTwice := 0
 	for _, n := range moves {
 		if n > 1 {

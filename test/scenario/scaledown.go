@@ -1080,13 +1080,13 @@ func (r *ScaleDownResult) measureEnd(ctx context.Context, kube client.Client, en
 		}
 	}
 	all, fresh := freshPlan(in, in.Pods), freshPlan(in, kept)
-	r.FreshAll, r.FreshAllNodes = priceOf(all), len(all)
-	r.FreshKept, r.FreshKeptNodes = priceOf(fresh), len(fresh)
+	r.FreshAll, r.FreshAllNodes = all.PricePerHour(), len(all.NewNodeClaims)
+	r.FreshKept, r.FreshKeptNodes = fresh.PricePerHour(), len(fresh.NewNodeClaims)
 	podZones, err := workloadPodsByZone(ctx, kube)
 	if err != nil {
 		return err
 	}
-	r.Zones = byZone(live, podZones, fresh)
+	r.Zones = byZone(live, podZones, fresh.NewNodeClaims)
 	return nil
 }
 
@@ -1146,17 +1146,8 @@ func byZone(live []localaws.InstanceSummary, pods map[string]int, fresh []packin
 
 // freshPlan is the planner's plan of pods on an empty cluster with the workload's
 // NodePools.
-func freshPlan(in packing.Input, pods []*corev1.Pod) []packing.NewNodeClaim {
-	return packing.Solve(packing.Input{Pods: pods, NodePools: in.NodePools, DaemonSets: in.DaemonSets}).NewNodeClaims
-}
-
-// priceOf is the hourly price of a plan's NodeClaims.
-func priceOf(claims []packing.NewNodeClaim) float64 {
-	total := 0.0
-	for _, nc := range claims {
-		total += nc.Cheapest.Price
-	}
-	return total
+func freshPlan(in packing.Input, pods []*corev1.Pod) packing.Plan {
+	return packing.Solve(packing.Input{Pods: pods, NodePools: in.NodePools, DaemonSets: in.DaemonSets})
 }
 
 func offeringKey(instanceType, zone, capacityType string) string {

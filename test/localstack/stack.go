@@ -217,10 +217,12 @@ func Up(ctx context.Context, opts Options) (_ *Stack, err error) {
 		r := string(rune('a' + i))
 		ports = append(ports, "scheduler-"+r, "provisioner-metrics-"+r, "provisioner-health-"+r)
 	}
+	picked := map[int]bool{}
 	for _, p := range ports {
-		if s.ports[p], err = freePort(); err != nil {
+		if s.ports[p], err = freePort(picked); err != nil {
 			return nil, err
 		}
+		picked[s.ports[p]] = true
 	}
 	server := fmt.Sprintf("https://127.0.0.1:%d", s.ports["apiserver"])
 	s.progress("generating certificates and kubeconfigs in %s", opts.Dir)
@@ -684,10 +686,14 @@ const (
 	lastListenPort  = 32767
 )
 
-// freePort returns a port no one listens on, picked at random below the ephemeral range.
-func freePort() (int, error) {
+// freePort returns a port no one listens on, picked at random below the ephemeral range,
+// other than the ports already picked for the stack: none of those listens yet either.
+func freePort(picked map[int]bool) (int, error) {
 	for range 100 {
 		port := firstListenPort + rand.IntN(lastListenPort-firstListenPort+1)
+		if picked[port] {
+			continue
+		}
 		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
 			continue

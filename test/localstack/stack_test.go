@@ -1,0 +1,26 @@
+package localstack
+
+import "testing"
+
+func TestFreePortSkipsThePortsPicked(t *testing.T) {
+	every := map[int]bool{}
+	for p := firstListenPort; p <= lastListenPort; p++ {
+		every[p] = true
+	}
+	if port, err := freePort(every); err == nil {
+		t.Errorf("freePort with every port picked returned %d, want an error", port)
+	}
+	odd := map[int]bool{}
+	for p := firstListenPort | 1; p <= lastListenPort; p += 2 {
+		odd[p] = true
+	}
+	for range 20 {
+		port, err := freePort(odd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if odd[port] || port < firstListenPort || port > lastListenPort {
+			t.Fatalf("freePort returned %d: picked already, or outside %d–%d", port, firstListenPort, lastListenPort)
+		}
+	}
+}

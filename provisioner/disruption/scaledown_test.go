@@ -2,6 +2,7 @@ package disruption
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"testing"
@@ -45,37 +46,59 @@ func (s *simCluster) launch(t testing.TB, ncs []packing.NewNodeClaim, moved bool
 	for _, nc := range ncs {
 		s.serial++
 		name := fmt.Sprintf("node-%05d", s.serial)
-		var it *cloudprovider.InstanceType
-		for _, pool := range s.in.NodePools {
-			if pool.NodePool.Name != nc.NodePool.Name {
-				continue
-			}
-			for _, candidate := range pool.InstanceTypes {
-				if candidate.Name == nc.Cheapest.InstanceType {
-					it = candidate
-				}
-			}
-		}
-		if it == nil {
-			t.Fatalf("instance type %s of NodePool %s not found", nc.Cheapest.InstanceType, nc.NodePool.Name)
-		}
-		labels := requirements.SingleValueLabels(nc.Requirements)
-		for k, v := range it.Labels {
-			labels[k] = v
-		}
-		labels[corev1.LabelTopologyZone] = nc.Cheapest.Zone
-		labels[karpv1.CapacityTypeLabelKey] = nc.Cheapest.CapacityType
-		labels[karpv1.NodePoolLabelKey] = nc.NodePool.Name
-		labels[corev1.LabelHostname] = name
-		node := &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
-			Spec:       corev1.NodeSpec{Taints: nc.NodePool.Spec.Template.Spec.Taints},
-			Status:     corev1.NodeStatus{Allocatable: it.Allocatable()},
-		}
-		sn := &simNode{node: packing.Node{Node: node, Schedulable: true}, pool: nc.NodePool.Name, price: nc.Cheapest.Price, capacity: nc.Cheapest.CapacityType, holdsMoved: moved}
-		s.nodes[name] = sn
+		o := nc.Cheapest
+		sn := s.add(t, name, nc.NodePool.Name, o.InstanceType, o.Zone, o.CapacityType, requirements.SingleValueLabels(nc.Requirements))
+		sn.holdsMoved = moved
 		s.bind(sn, nc.Pods)
 	}
+}
+
+// add adds an empty node of a NodePool's instance type, offered in a zone and capacity
+// type, with the type's labels and the given ones.
+func (s *simCluster) add(t testing.TB, name, pool, instanceType, zone, capacityType string, labels map[string]string) *simNode {
+	t.Helper()
+	var np *packing.NodePool
+	var it *cloudprovider.InstanceType
+	for i := range s.in.NodePools {
+		if s.in.NodePools[i].NodePool.Name != pool {
+			continue
+		}
+		np = &s.in.NodePools[i]
+		for _, candidate := range np.InstanceTypes {
+			if candidate.Name == instanceType {
+				it = candidate
+			}
+		}
+	}
+	if it == nil {
+		t.Fatalf("instance type %s of NodePool %s not found", instanceType, pool)
+	}
+	price := -1.0
+	for _, o := range it.Offerings {
+		if o.Zone == zone && o.CapacityType == capacityType {
+			price = o.Price
+		}
+	}
+	if price < 0 {
+		t.Fatalf("%s is not offered %s in %s", instanceType, capacityType, zone)
+	}
+	labels = maps.Clone(labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	maps.Copy(labels, it.Labels)
+	labels[corev1.LabelTopologyZone] = zone
+	labels[karpv1.CapacityTypeLabelKey] = capacityType
+	labels[karpv1.NodePoolLabelKey] = pool
+	labels[corev1.LabelHostname] = name
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec:       corev1.NodeSpec{Taints: np.NodePool.Spec.Template.Spec.Taints},
+		Status:     corev1.NodeStatus{Allocatable: it.Allocatable()},
+	}
+	sn := &simNode{node: packing.Node{Node: node, Schedulable: true}, pool: pool, price: price, capacity: capacityType}
+	s.nodes[name] = sn
+	return sn
 }
 
 func (s *simCluster) bind(n *simNode, pods []*corev1.Pod) {
@@ -281,6 +304,45 @@ func (s *simCluster) defaultBudget() Budget {
 func scaleDown(t testing.TB, c scaleDownCase) {
 	t.Helper()
 	s, keptPods, before := scaledDown(t, c)
+	s.converge(t, keptPods, before, fmt.Sprintf("%s %d→%d pods", c.shape, c.from, len(keptPods)))
+}
+
+// fromSnapshot is the cluster a snapshot captured (workloads.Snapshot), with the pods it
+// holds, in the workload's order, and its hourly cost.
+func fromSnapshot(t testing.TB, path string) (*simCluster, []*corev1.Pod, float64) {
+	t.Helper()
+	snap, err := workloads.ReadSnapshot(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := workloads.Load(t, snap.Shape, snap.Pods)
+	s := &simCluster{in: in, nodes: map[string]*simNode{}}
+	var indices []int
+	for _, n := range snap.Nodes {
+		sn := s.add(t, n.Name, n.NodePool, n.InstanceType, n.Zone, n.CapacityType, n.Labels)
+		for _, i := range n.Pods {
+			if i < 0 || i >= len(in.Pods) {
+				t.Fatalf("node %s of %s holds pod %d of a workload of %d", n.Name, path, i, len(in.Pods))
+			}
+			s.bind(sn, in.Pods[i:i+1])
+			indices = append(indices, i)
+		}
+	}
+	slices.Sort(indices)
+	pods := make([]*corev1.Pod, len(indices))
+	for j, i := range indices {
+		if j > 0 && indices[j-1] == i {
+			t.Fatalf("%s places pod %d twice", path, i)
+		}
+		pods[j] = in.Pods[i]
+	}
+	return s, pods, s.cost()
+}
+
+// converge consolidates the cluster until no decision is left and reports the outcome
+// against a fresh plan of the pods kept, which are the pods on its nodes.
+func (s *simCluster) converge(t testing.TB, keptPods []*corev1.Pod, before float64, name string) {
+	t.Helper()
 	kept := map[string]bool{}
 	for _, p := range keptPods {
 		kept[p.Name] = true
@@ -294,6 +356,7 @@ func scaleDown(t testing.TB, c scaleDownCase) {
 			break
 		}
 		decisions++
+		t.Logf("decision %d: %s, %d nodes, %d replacements, saves $%.4f/h, %d more nodes planned", decisions, d.Reason, len(d.Originals), len(d.Replacements), d.Savings, len(d.Rest))
 		s.rest = map[string]bool{}
 		for _, n := range d.Rest {
 			s.rest[n] = true
@@ -323,8 +386,8 @@ func scaleDown(t testing.TB, c scaleDownCase) {
 		}
 	}
 	after := s.cost()
-	t.Logf("%s %d→%d pods: $%.2f/h before, $%.2f/h after %d decisions (%d nodes disrupted, %d replacements, %d pods moved, %d of them more than once) in %s; fresh plan $%.2f/h: ×%.3f",
-		c.shape, c.from, len(keptPods), before, after, decisions, disrupted, replacements, len(moves), movedTwice, elapsed.Round(time.Millisecond), freshCost, after/freshCost)
+	t.Logf("%s: $%.2f/h before, $%.2f/h after %d decisions (%d nodes disrupted, %d replacements, %d pods moved, %d of them more than once) in %s; fresh plan $%.2f/h: ×%.3f",
+		name, before, after, decisions, disrupted, replacements, len(moves), movedTwice, elapsed.Round(time.Millisecond), freshCost, after/freshCost)
 	if after > before {
 		t.Errorf("consolidation raised the cost from $%.2f to $%.2f an hour", before, after)
 	}
@@ -357,7 +420,9 @@ func scaleDown(t testing.TB, c scaleDownCase) {
 // TestScaleDownConverges scales the shared workloads down as issue 5 measures them and
 // reports cost against a fresh plan, nodes disrupted and pods moved more than once: from
 // a plan of every pod at once, and from capacity provisioned ten pods at a time, which
-// leaves more room scattered over more nodes, as pods that arrive over time do.
+// leaves more room scattered over more nodes, as pods that arrive over time do; and from a
+// start captured on the local stack (tailor-dev scaledown --snapshot-dir), which tells what
+// the stack's start costs from what its timing does.
 func TestScaleDownConverges(t *testing.T) {
 	if testing.Short() {
 		t.Skip("plans thousands of pods")
@@ -378,6 +443,15 @@ func TestScaleDownConverges(t *testing.T) {
 	t.Run("diverse 1000 to 700, provisioned 5 pods at a time as Deployments arrive, scaled down like ReplicaSets", func(t *testing.T) {
 		scaleDown(t, scaleDownCase{shape: "diverse", from: 1000, batch: 5, keep: diverse, likeReplicaSets: true, byDeployment: true})
 	})
+	// Two starts the stack provisioned: its zone-sharing pods began in us-east-1d in the
+	// first, in us-east-1a (where a fresh plan puts them) in the second.
+	for i, start := range []string{"testdata/diverse-1000-start-1.json", "testdata/diverse-1000-start-2.json"} {
+		name := fmt.Sprintf("diverse 1000 to 700 from start %d captured on the stack", i+1)
+		t.Run(name, func(t *testing.T) {
+			s, kept, before := fromSnapshot(t, start)
+			s.converge(t, kept, before, name)
+		})
+	}
 }
 
 // BenchmarkConsolidationPlan measures the slowest decision of a scale-down, the first

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +53,7 @@ func TestScaleDownConsolidatesWithinBudgets(t *testing.T) {
 			opts.Root = testenv.Root()
 			opts.DisruptionInterval, opts.ConsolidateAfter = scaleDownInterval, scaleDownConsolidateAfter
 			opts.RunTimeout, opts.ConvergeTimeout = 3*time.Minute, 5*time.Minute
+			opts.Snapshot = filepath.Join(t.TempDir(), "start.json")
 			e := startStack(t, func(o *localstack.Options) {
 				o.ProvisionerArgs = []string{"--disruption-interval", scaleDownInterval.String()}
 			})
@@ -60,6 +62,7 @@ func TestScaleDownConsolidatesWithinBudgets(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkScaleDown(t, r)
+			checkSnapshot(t, opts, r)
 			t.Logf("%s: $%.2f/hour after, ×%.3f a fresh plan; %d nodes disrupted, %d NodeClaims created, %d evictions, %d pods evicted more than once, converged in %s",
 				c.name, r.CostAfter, r.Ratio(), r.NodesDisrupted, r.NodeClaimsCreated, r.Evictions, r.EvictedTwice, r.Converge.Round(time.Second))
 			if c.maxRatio > 0 && r.Ratio() > c.maxRatio {
@@ -67,6 +70,34 @@ func TestScaleDownConsolidatesWithinBudgets(t *testing.T) {
 					r.Ratio(), r.CostAfter, r.FreshKept, c.maxRatio)
 			}
 		})
+	}
+}
+
+// checkSnapshot checks that the start of consolidation was captured whole: every kept pod
+// once, on a node with its offering.
+func checkSnapshot(t *testing.T, opts scenario.ScaleDownOptions, r *scenario.ScaleDownResult) {
+	t.Helper()
+	snap, err := workloads.ReadSnapshot(opts.Snapshot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Shape != opts.Shape || snap.Pods != opts.Pods {
+		t.Errorf("snapshot of workload %s %d, want %s %d", snap.Shape, snap.Pods, opts.Shape, opts.Pods)
+	}
+	seen := map[int]bool{}
+	for _, n := range snap.Nodes {
+		if n.NodePool == "" || n.InstanceType == "" || n.Zone == "" || n.CapacityType == "" {
+			t.Errorf("snapshot node %+v lacks its NodePool or offering", n)
+		}
+		for _, i := range n.Pods {
+			if seen[i] || !opts.Keep.Keeps(i) {
+				t.Errorf("snapshot places pod %d on %s: seen before %v, kept %v", i, n.Name, seen[i], opts.Keep.Keeps(i))
+			}
+			seen[i] = true
+		}
+	}
+	if len(seen) != r.To {
+		t.Errorf("snapshot places %d pods on %d nodes, want the %d kept", len(seen), len(snap.Nodes), r.To)
 	}
 }
 

@@ -142,6 +142,10 @@ type ScaleDownOptions struct {
 	// pending pods first, and the pods left stuck are reported. Zero waits for every pod
 	// until RunTimeout.
 	StallTimeout time.Duration
+	// Snapshot, when set, is the file the start of consolidation is written to once the
+	// Deployments have deleted the pods scaled down: the nodes and the workload's pods on
+	// them (workloads.Snapshot), to replay in memory.
+	Snapshot string
 }
 
 func (o *ScaleDownOptions) defaults() error {
@@ -260,6 +264,8 @@ type deployment struct {
 	pod *corev1.Pod
 	// from and to are its replicas before and after the scale-down.
 	from, to int
+	// kept are the indices, in the workload, of the pods the scale-down keeps.
+	kept []int
 }
 
 // ScaleDown runs a scale-down on the stack: the workload's pods as Deployments, each with a
@@ -317,7 +323,7 @@ func ScaleDown(ctx context.Context, stack *localstack.Stack, opts ScaleDownOptio
 	if err != nil {
 		return nil, err
 	}
-	run := &scaleDownRun{opts: opts, endpoint: stack.AWSEndpoint, metricsURLs: stack.ProvisionerMetricsURLs, cs: cs, deployments: deployments, pools: pools, w: w, r: r, out: out}
+	run := &scaleDownRun{opts: opts, in: in, endpoint: stack.AWSEndpoint, metricsURLs: stack.ProvisionerMetricsURLs, cs: cs, kube: kube, deployments: deployments, pools: pools, w: w, r: r, out: out}
 	if err := run.provision(ctx); err != nil {
 		return nil, err
 	}
@@ -339,10 +345,13 @@ func ScaleDown(ctx context.Context, stack *localstack.Stack, opts ScaleDownOptio
 
 // scaleDownRun is a scale-down under way.
 type scaleDownRun struct {
-	opts        ScaleDownOptions
+	opts ScaleDownOptions
+	// in is the workload as planner input.
+	in          packing.Input
 	endpoint    string
 	metricsURLs []string
 	cs          kubernetes.Interface
+	kube        client.Client
 	deployments []*deployment
 	pools       *workloadPools
 	w           *scaleDownWatch
@@ -410,6 +419,16 @@ func (s *scaleDownRun) scaleDown(ctx context.Context) error {
 		}
 	}
 	s.r.Deleted = time.Since(s.scaledAt)
+	if s.opts.Snapshot != "" {
+		snap, err := snapshot(ctx, s.kube, s.opts, s.in, s.deployments)
+		if err != nil {
+			return err
+		}
+		if err := workloads.WriteSnapshot(s.opts.Snapshot, snap); err != nil {
+			return err
+		}
+		fmt.Fprintf(s.out, "%s: the start of consolidation, %d nodes, written to %s\n", s.opts.Shape, len(snap.Nodes), s.opts.Snapshot)
+	}
 	if err := s.pools.consolidate(ctx, s.opts.ConsolidateAfter); err != nil {
 		return err
 	}
@@ -417,6 +436,76 @@ func (s *scaleDownRun) scaleDown(ctx context.Context) error {
 	s.w.changed()
 	fmt.Fprintf(s.out, "%s: scaled down; consolidation on after %s\n", s.opts.Shape, s.r.Deleted.Round(time.Second))
 	return nil
+}
+
+// snapshot captures the NodePools' nodes and the workload's pods running on them, each
+// given the index of one of its Deployment's kept pods in the workload (a Deployment's pods
+// are identical).
+func snapshot(ctx context.Context, kube client.Client, opts ScaleDownOptions, in packing.Input, ds []*deployment) (*workloads.Snapshot, error) {
+	nodes := &corev1.NodeList{}
+	if err := kube.List(ctx, nodes); err != nil {
+		return nil, fmt.Errorf("listing Nodes: %w", err)
+	}
+	pods := &corev1.PodList{}
+	if err := kube.List(ctx, pods, client.InNamespace(metav1.NamespaceDefault), client.HasLabels{DeploymentLabel}); err != nil {
+		return nil, fmt.Errorf("listing the workload's pods: %w", err)
+	}
+	kept := map[string][]int{}
+	for _, d := range ds {
+		kept[d.name] = d.kept
+	}
+	onNode := map[string][]int{}
+	sort.Slice(pods.Items, func(i, j int) bool { return pods.Items[i].Name < pods.Items[j].Name })
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil || p.Spec.NodeName == "" {
+			continue
+		}
+		d := p.Labels[DeploymentLabel]
+		if len(kept[d]) == 0 {
+			return nil, fmt.Errorf("Deployment %s runs more pods than the scale-down keeps of it", d)
+		}
+		onNode[p.Spec.NodeName] = append(onNode[p.Spec.NodeName], kept[d][0])
+		kept[d] = kept[d][1:]
+	}
+	instanceLabels := map[string]map[string]string{}
+	for _, pool := range in.NodePools {
+		for _, it := range pool.InstanceTypes {
+			instanceLabels[it.Name] = it.Labels
+		}
+	}
+	snap := &workloads.Snapshot{Shape: opts.Shape, Pods: opts.Pods}
+	sort.Slice(nodes.Items, func(i, j int) bool { return nodes.Items[i].Name < nodes.Items[j].Name })
+	for _, n := range nodes.Items {
+		pool, ok := n.Labels[karpv1.NodePoolLabelKey]
+		if !ok || n.DeletionTimestamp != nil {
+			continue
+		}
+		sn := workloads.SnapshotNode{
+			Name: n.Name, NodePool: pool, InstanceType: n.Labels[corev1.LabelInstanceTypeStable],
+			Zone: n.Labels[corev1.LabelTopologyZone], CapacityType: n.Labels[karpv1.CapacityTypeLabelKey],
+			Pods: onNode[n.Name],
+		}
+		delete(onNode, n.Name)
+		known := instanceLabels[sn.InstanceType]
+		for k, v := range n.Labels {
+			switch k {
+			case corev1.LabelTopologyZone, karpv1.CapacityTypeLabelKey, karpv1.NodePoolLabelKey, corev1.LabelHostname:
+				continue
+			}
+			if w, ok := known[k]; ok && w == v {
+				continue
+			}
+			if sn.Labels == nil {
+				sn.Labels = map[string]string{}
+			}
+			sn.Labels[k] = v
+		}
+		snap.Nodes = append(snap.Nodes, sn)
+	}
+	for name, pods := range onNode {
+		return nil, fmt.Errorf("node %s runs %d of the workload's pods but is no NodePool's live node: the snapshot would lose them", name, len(pods))
+	}
+	return snap, nil
 }
 
 // converge waits until the cluster converges or ConvergeTimeout passes.
@@ -500,6 +589,7 @@ func groupDeployments(pods []*corev1.Pod, keep KeepRule) ([]*deployment, error) 
 		d.from++
 		if keep.Keeps(i) {
 			d.to++
+			d.kept = append(d.kept, i)
 		}
 	}
 	nameDeployments(out)

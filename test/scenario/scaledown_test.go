@@ -58,6 +58,7 @@ func workloadPod(name string, labels map[string]string, cpu, memory string) *cor
 type group struct {
 	Name     string
 	From, To int
+	Kept     []int
 }
 
 func TestGroupDeploymentsGroupsIdenticalPods(t *testing.T) {
@@ -78,7 +79,7 @@ func TestGroupDeploymentsGroupsIdenticalPods(t *testing.T) {
 				workloadPod("web-3-2", web, "250m", "256Mi"), workloadPod("web-3-3", web, "250m", "256Mi"),
 			},
 			keep: KeepRule{Kept: 1, Every: 4},
-			want: []group{{Name: "web-3", From: 4, To: 1}},
+			want: []group{{Name: "web-3", From: 4, To: 1, Kept: []int{0}}},
 		},
 		{
 			name: "pods of one class with other requests are other Deployments, named after their requests",
@@ -86,13 +87,13 @@ func TestGroupDeploymentsGroupsIdenticalPods(t *testing.T) {
 				workloadPod("d-0", c1, "500m", "1Gi"), workloadPod("d-1", c1, "250m", "1Gi"), workloadPod("d-2", c1, "500m", "1Gi"),
 			},
 			keep: KeepRule{Kept: 7, Every: 10},
-			want: []group{{Name: "c1-500m-1gi", From: 2, To: 2}, {Name: "c1-250m-1gi", From: 1, To: 1}},
+			want: []group{{Name: "c1-500m-1gi", From: 2, To: 2, Kept: []int{0, 2}}, {Name: "c1-250m-1gi", From: 1, To: 1, Kept: []int{1}}},
 		},
 		{
 			name: "pods that differ in nothing a name shows get numbered names",
 			pods: []*corev1.Pod{workloadPod("x-0", map[string]string{"app": "x"}, "100m", "128Mi"), armOnly},
 			keep: KeepRule{Kept: 1, Every: 2},
-			want: []group{{Name: "x-100m-128mi", From: 1, To: 1}, {Name: "x-100m-128mi-2", From: 1, To: 0}},
+			want: []group{{Name: "x-100m-128mi", From: 1, To: 1, Kept: []int{0}}, {Name: "x-100m-128mi-2", From: 1, To: 0}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -102,7 +103,7 @@ func TestGroupDeploymentsGroupsIdenticalPods(t *testing.T) {
 			}
 			var got []group
 			for _, d := range ds {
-				got = append(got, group{Name: d.name, From: d.from, To: d.to})
+				got = append(got, group{Name: d.name, From: d.from, To: d.to, Kept: d.kept})
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("Deployments (-want +got):\n%s", diff)

@@ -40,6 +40,7 @@ func main() {
 	fs.DurationVar(&sd.consolidateAfter, "consolidate-after", scenario.DefaultConsolidateAfter, "scaledown: consolidateAfter of the workload's NodePools.")
 	fs.DurationVar(&sd.disruptionInterval, "disruption-interval", scenario.DefaultDisruptionInterval, "scaledown: the sidecar's --disruption-interval.")
 	fs.BoolVar(&sd.keepLogs, "keep-logs", false, "scaledown: keep the stack's logs also of a scale-down that converged.")
+	fs.StringVar(&sd.snapshotDir, "snapshot-dir", "", "scaledown: write the start of consolidation (nodes and the workload's pods on them) to DIR/SHAPE-PODS-start.json, to replay in memory.")
 	fs.IntVar(&sd.provisionerVerbosity, "provisioner-v", 1, "scaledown: the sidecar's log verbosity (-v); 2 also logs the room each decision reserves per node.")
 	fs.BoolVar(&sd.duringScaleDown, "consolidate-during-scale-down", false, "scaledown: turn consolidation on when the Deployments are scaled, while they still delete pods, instead of once they are done.")
 	if len(os.Args) < 2 {
@@ -152,6 +153,7 @@ type scaleDownFlags struct {
 	consolidateAfter, disruptionInterval time.Duration
 	duringScaleDown, keepLogs            bool
 	provisionerVerbosity                 int
+	snapshotDir                          string
 }
 
 // scaleDowns are the scale-downs the flags ask for: issue 5's, or one shape's, whose pods
@@ -185,6 +187,9 @@ func (f scaleDownFlags) scaleDowns(root string) ([]scenario.ScaleDownOptions, er
 		}
 		if o.Pods == 0 || o.Keep.Every == 0 {
 			return nil, fmt.Errorf("shape %s: give --pods and --keep", o.Shape)
+		}
+		if f.snapshotDir != "" {
+			o.Snapshot = filepath.Join(f.snapshotDir, fmt.Sprintf("%s-%d-start.json", o.Shape, o.Pods))
 		}
 	}
 	return runs, nil

@@ -11,9 +11,11 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -48,11 +50,13 @@ func TestMain(m *testing.M) {
 }
 
 // cloud is an instance that is already gone when asked to terminate; it records what it
-// was asked and what was drained.
+// was asked and what was drained. Its nodes have no volumes attached, unless volumes reads
+// them from the API server's VolumeAttachments.
 type cloud struct {
 	mu         sync.Mutex
 	terminated []string
 	drained    []string
+	volumes    *drain.Drainer
 }
 
 func (c *cloud) Delete(_ context.Context, nc *karpv1.NodeClaim) error {
@@ -69,7 +73,12 @@ func (c *cloud) Drain(_ context.Context, node string, _, _ time.Time) (drain.Res
 	return drain.Result{}, nil
 }
 
-func (c *cloud) VolumesAttached(context.Context, string) ([]string, error) { return nil, nil }
+func (c *cloud) VolumesAttached(ctx context.Context, node string) ([]string, error) {
+	if c.volumes == nil {
+		return nil, nil
+	}
+	return c.volumes.VolumesAttached(ctx, node)
+}
 
 func (c *cloud) calls() (terminated, drained []string) {
 	c.mu.Lock()
@@ -211,4 +220,76 @@ func TestANodeWhoseNodeClaimWentWithoutItIsReleased(t *testing.T) {
 	}
 	eventually(t, "the NodeClaim is terminated and released", gone(nc))
 	eventually(t, "the node is released once its NodeClaim is gone", gone(node))
+}
+
+// attachment stores a VolumeAttachment of a persistent volume to a node, attached or not.
+func attachment(t *testing.T, name, node, pv string, attached bool) *storagev1.VolumeAttachment {
+	t.Helper()
+	ctx := context.Background()
+	va := &storagev1.VolumeAttachment{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: storagev1.VolumeAttachmentSpec{
+			Attacher: "ebs.csi.aws.com",
+			NodeName: node,
+			Source:   storagev1.VolumeAttachmentSource{PersistentVolumeName: &pv},
+		},
+	}
+	if err := kube.Create(ctx, va); err != nil {
+		t.Fatal(err)
+	}
+	va.Status.Attached = attached
+	if err := kube.Status().Update(ctx, va); err != nil {
+		t.Fatal(err)
+	}
+	return va
+}
+
+func TestTheInstanceWaitsForTheNodesVolumesToDetach(t *testing.T) {
+	c := &cloud{volumes: drain.New(kube, kubernetes.NewForConfigOrDie(cfg))}
+	const providerID = "aws:///us-east-1a/i-0000000000000d004"
+	const nodeName = "ip-10-0-0-4.ec2.internal"
+	nc := launched(t, "volumes", providerID, nodeName)
+	node := joined(t, nodeName, providerID)
+	data := attachment(t, "data", nodeName, "pv-data", true)
+	// Neither a volume detached already nor one attached to another node holds it.
+	attachment(t, "detached", nodeName, "pv-detached", false)
+	attachment(t, "elsewhere", "ip-10-0-0-5.ec2.internal", "pv-elsewhere", true)
+	startControllers(t, c)
+	ctx := context.Background()
+
+	attached, err := c.volumes.VolumesAttached(ctx, nodeName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"pv-data"}, attached); diff != "" {
+		t.Errorf("volumes attached to %s (-want +got):\n%s", nodeName, diff)
+	}
+	eventually(t, "registration puts the termination finalizer on the node", func() bool {
+		return kube.Get(ctx, client.ObjectKeyFromObject(node), node) == nil && controllerutil.ContainsFinalizer(node, karpv1.TerminationFinalizer)
+	})
+	if err := kube.Delete(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	// Each pass drains, then looks at the volumes: a second drain means the first pass
+	// found pv-data attached and waited.
+	eventually(t, "the node is drained twice, or its instance terminated", func() bool {
+		terminated, drained := c.calls()
+		return len(drained) >= 2 || len(terminated) > 0
+	})
+	if terminated, _ := c.calls(); len(terminated) != 0 {
+		t.Fatalf("instances %v terminated while pv-data was attached to the node", terminated)
+	}
+	if err := kube.Get(ctx, client.ObjectKeyFromObject(nc), nc); err != nil {
+		t.Fatalf("the NodeClaim must stay while its node's volume is attached: %v", err)
+	}
+
+	data.Status.Attached = false
+	if err := kube.Status().Update(ctx, data); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the NodeClaim is terminated and released once the volume detached", gone(nc))
+	eventually(t, "the node is released and gone", gone(node))
+	if terminated, _ := c.calls(); !cmp.Equal([]string{providerID}, terminated) {
+		t.Errorf("instances terminated: %v, want %s", terminated, providerID)
+	}
 }

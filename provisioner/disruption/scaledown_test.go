@@ -73,15 +73,6 @@ func (s *simCluster) add(t testing.TB, name, pool, instanceType, zone, capacityT
 	if it == nil {
 		t.Fatalf("instance type %s of NodePool %s not found", instanceType, pool)
 	}
-	price := -1.0
-	for _, o := range it.Offerings {
-		if o.Zone == zone && o.CapacityType == capacityType {
-			price = o.Price
-		}
-	}
-	if price < 0 {
-		t.Fatalf("%s is not offered %s in %s", instanceType, capacityType, zone)
-	}
 	labels = maps.Clone(labels)
 	if labels == nil {
 		labels = map[string]string{}
@@ -91,6 +82,11 @@ func (s *simCluster) add(t testing.TB, name, pool, instanceType, zone, capacityT
 	labels[karpv1.CapacityTypeLabelKey] = capacityType
 	labels[karpv1.NodePoolLabelKey] = pool
 	labels[corev1.LabelHostname] = name
+	// Priced as the controller prices a candidate.
+	price := offeringPrice(np, labels)
+	if price == 0 {
+		t.Fatalf("%s is not offered %s in %s", instanceType, capacityType, zone)
+	}
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 		Spec:       corev1.NodeSpec{Taints: np.NodePool.Spec.Template.Spec.Taints},

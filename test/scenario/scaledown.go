@@ -442,13 +442,9 @@ func (s *scaleDownRun) scaleDown(ctx context.Context) error {
 // given the index of one of its Deployment's kept pods in the workload (a Deployment's pods
 // are identical).
 func snapshot(ctx context.Context, kube client.Client, opts ScaleDownOptions, in packing.Input, ds []*deployment) (*workloads.Snapshot, error) {
-	nodes := &corev1.NodeList{}
-	if err := kube.List(ctx, nodes); err != nil {
-		return nil, fmt.Errorf("listing Nodes: %w", err)
-	}
-	pods := &corev1.PodList{}
-	if err := kube.List(ctx, pods, client.InNamespace(metav1.NamespaceDefault), client.HasLabels{DeploymentLabel}); err != nil {
-		return nil, fmt.Errorf("listing the workload's pods: %w", err)
+	nodes, pods, err := listWorkload(ctx, kube)
+	if err != nil {
+		return nil, err
 	}
 	kept := map[string][]int{}
 	for _, d := range ds {
@@ -1180,19 +1176,28 @@ func (r *ScaleDownResult) measureEnd(ctx context.Context, kube client.Client, en
 	return nil
 }
 
-// workloadPodsByZone counts the workload's running pods by the zone of their node.
-func workloadPodsByZone(ctx context.Context, kube client.Client) (map[string]int, error) {
+// listWorkload lists the cluster's Nodes and the workload's pods.
+func listWorkload(ctx context.Context, kube client.Client) (*corev1.NodeList, *corev1.PodList, error) {
 	nodes := &corev1.NodeList{}
 	if err := kube.List(ctx, nodes); err != nil {
-		return nil, fmt.Errorf("listing Nodes: %w", err)
+		return nil, nil, fmt.Errorf("listing Nodes: %w", err)
+	}
+	pods := &corev1.PodList{}
+	if err := kube.List(ctx, pods, client.InNamespace(metav1.NamespaceDefault), client.HasLabels{DeploymentLabel}); err != nil {
+		return nil, nil, fmt.Errorf("listing the workload's pods: %w", err)
+	}
+	return nodes, pods, nil
+}
+
+// workloadPodsByZone counts the workload's running pods by the zone of their node.
+func workloadPodsByZone(ctx context.Context, kube client.Client) (map[string]int, error) {
+	nodes, pods, err := listWorkload(ctx, kube)
+	if err != nil {
+		return nil, err
 	}
 	zoneOf := map[string]string{}
 	for _, n := range nodes.Items {
 		zoneOf[n.Name] = n.Labels[corev1.LabelTopologyZone]
-	}
-	pods := &corev1.PodList{}
-	if err := kube.List(ctx, pods, client.InNamespace(metav1.NamespaceDefault), client.HasLabels{DeploymentLabel}); err != nil {
-		return nil, fmt.Errorf("listing the workload's pods: %w", err)
 	}
 	out := map[string]int{}
 	for _, p := range pods.Items {

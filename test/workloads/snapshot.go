@@ -26,7 +26,8 @@ type SnapshotNode struct {
 	Zone         string `json:"zone"`
 	CapacityType string `json:"capacityType"`
 	// Labels are the node's labels beyond its instance type's and the four above (zone,
-	// capacity type, NodePool and hostname, which is the name): the NodePool's own.
+	// capacity type, NodePool and hostname, which is the name): the NodePool's own and
+	// those registration adds (region, karpenter.sh/registered, ...).
 	Labels map[string]string `json:"labels,omitempty"`
 	// Pods are the indices, in the workload, of the pods the node holds.
 	Pods []int `json:"pods,omitempty"`

@@ -19,7 +19,9 @@ import (
 // requests and scheduling constraints, like the replicas of one Deployment. Every pod of a
 // group fits wherever another does, so the planner places them in bulk.
 type group struct {
-	id   int
+	id int
+	// key identifies the pods like the group's (see podKeyer).
+	key  uint64
 	pods []*corev1.Pod
 	// next is the index of the first pod not placed yet.
 	next int
@@ -35,6 +37,8 @@ type group struct {
 	// nodeKey identifies the node constraints: groups with the same key may use the same
 	// offers.
 	nodeKey string
+	// nodeID numbers the node constraints within the base (see base.nodeKeyID).
+	nodeID int
 	// offerKeys says whether the node constraints look at zone or capacity type.
 	offerKeys bool
 	// volumeTopology says whether the pod's volumes restrict its nodes.

@@ -16,15 +16,22 @@ import (
 // plan turns the solver's nodes into the plan's placements and NodeClaims.
 func (s *solver) plan() Plan {
 	var plan Plan
-	for _, n := range s.existing {
+	// In the nodes' order.
+	touched := slices.Clone(s.touched)
+	slices.SortFunc(touched, func(a, b *node) int { return cmp.Compare(a.id, b.id) })
+	for _, n := range touched {
 		if pods := n.pods(); len(pods) > 0 {
 			plan.Existing = append(plan.Existing, Placement{Node: n.input, Pods: pods})
 		}
 	}
 	for _, n := range s.planned {
+		if s.priceOnly {
+			plan.NewNodeClaims = append(plan.NewNodeClaims, s.priced(n))
+			continue
+		}
 		plan.NewNodeClaims = append(plan.NewNodeClaims, s.finalize(n))
 	}
-	for _, pod := range s.in.Pods {
+	for _, pod := range s.pods {
 		if reason, ok := s.unplaced[pod]; ok {
 			plan.Unschedulable = append(plan.Unschedulable, Unschedulable{Pod: pod, Reason: reason})
 		}
@@ -47,23 +54,8 @@ func (n *node) pods() []*corev1.Pod {
 func (s *solver) finalize(n *node) NewNodeClaim {
 	p := n.pool
 	used := n.offer.alloc.minus(n.free)
-	var compats []*compat
-	seen := map[string]bool{}
-	for _, pl := range n.placed {
-		if !seen[pl.g.nodeKey] {
-			seen[pl.g.nodeKey] = true
-			compats = append(compats, p.compatibleOffers(pl.g))
-		}
-	}
-	var limit vec
-	if p.remaining != nil {
-		limit = p.remaining.plus(n.offer.typ.capacity)
-	}
 	pinned := n.pinnedValues()
-	valid := func(o *offer) bool {
-		return used.fits(o.alloc) && (limit == nil || withinLimit(o.typ.capacity, limit, p.limited)) &&
-			allCompatible(compats, o) && samePinned(pinned, o)
-	}
+	valid := s.validOffer(n)
 	// Offers by price: the first valid offer of a type is its cheapest, and the first
 	// MaxInstanceTypes types found are the cheapest types.
 	var types []*offer
@@ -117,6 +109,46 @@ func (s *solver) finalize(n *node) NewNodeClaim {
 		}
 	}
 	return claim
+}
+
+// priced is a planned node as a NodeClaim with its pods and cheapest offering only: the
+// first offering finalize would list.
+func (s *solver) priced(n *node) NewNodeClaim {
+	cheapest := n.offer
+	valid := s.validOffer(n)
+	for _, o := range n.pool.byPrice() {
+		if valid(o) {
+			cheapest = o
+			break
+		}
+	}
+	return NewNodeClaim{NodePool: n.pool.nodePool, Pods: n.pods(),
+		Cheapest: Choice{InstanceType: cheapest.typ.it.Name, Zone: cheapest.zone, CapacityType: cheapest.capacityType, Price: cheapest.price}}
+}
+
+// validOffer reports whether an offering of the node's pool can take the node's place: it
+// holds the node's pods and DaemonSets, accepts each of its pods, keeps every label they
+// rely on, and stays within the pool's limits.
+func (s *solver) validOffer(n *node) func(*offer) bool {
+	p := n.pool
+	used := n.offer.alloc.minus(n.free)
+	var compats []*compat
+	seen := map[string]bool{}
+	for _, pl := range n.placed {
+		if !seen[pl.g.nodeKey] {
+			seen[pl.g.nodeKey] = true
+			compats = append(compats, p.compatibleOffers(pl.g))
+		}
+	}
+	var limit vec
+	if p.remaining != nil {
+		limit = p.remaining.plus(n.offer.typ.capacity)
+	}
+	pinned := n.pinnedValues()
+	return func(o *offer) bool {
+		return used.fits(o.alloc) && (limit == nil || withinLimit(o.typ.capacity, limit, p.limited)) &&
+			allCompatible(compats, o) && samePinned(pinned, o)
+	}
 }
 
 func withinLimit(capacity, limit vec, limited []bool) bool {

@@ -12,6 +12,7 @@ import (
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+	"github.com/tailor-autoscaler/tailor/provisioner/packing/lowerbound"
 	"github.com/tailor-autoscaler/tailor/provisioner/requirements"
 )
 
@@ -23,8 +24,9 @@ type pool struct {
 	taints   []corev1.Taint
 	types    []*typeInfo
 	offers   []*offer
-	// remaining is how much of each limited resource may still be launched; nil: no limits.
-	remaining vec
+	// remaining is how much of each limited resource may still be launched in the round,
+	// from limit at its start; nil: no limits.
+	remaining, limit vec
 	// limited marks the dimensions the NodePool limits.
 	limited []bool
 	// dsPorts are the host ports DaemonSet pods take on the pool's nodes.
@@ -36,6 +38,31 @@ type pool struct {
 	// prices are the marginal prices of each resource when buying the pool's capacity for
 	// the whole batch: what makes one unit of a pod's request worth paying for.
 	prices []float64
+	// cols are the offers as columns of the LP that prices resources, built on first use.
+	cols []lowerbound.Column
+}
+
+// columns are the pool's offers as the LP that prices resources sees them.
+func (p *pool) columns() []lowerbound.Column {
+	if p.cols == nil {
+		p.cols = make([]lowerbound.Column, 0, len(p.offers))
+		for _, o := range p.offers {
+			p.cols = append(p.cols, lowerbound.Column{Price: o.price, Capacity: toFloats(o.alloc)})
+		}
+	}
+	return p.cols
+}
+
+// setPrices sets the resource prices of a round; the ranks of types by them are kept while
+// the prices stay the same.
+func (p *pool) setPrices(prices []float64) {
+	if slices.Equal(p.prices, prices) {
+		return
+	}
+	p.prices = prices
+	for _, c := range p.compatible {
+		c.types = nil
+	}
 }
 
 // typeInfo is an instance type within one pool.
@@ -100,7 +127,7 @@ func newPool(np NodePool, d *dims, daemons []*daemon) *pool {
 		compatible: map[string]*compat{},
 	}
 	if np.Remaining != nil {
-		p.remaining = d.of(np.Remaining)
+		p.limit = d.of(np.Remaining)
 		p.limited = make([]bool, len(d.names))
 		for name := range np.Remaining {
 			if i, ok := d.index[name]; ok {
@@ -270,6 +297,8 @@ type compat struct {
 	// types lists the pool's types with at least one compatible offer, most
 	// cost-efficient first (see pool.rank).
 	types []*rankedType
+	// launchable caches the values of a key on the offers that can take a request.
+	launchable map[launchKey][]string
 }
 
 type rankedType struct {

@@ -1,6 +1,7 @@
 package packing
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"strings"
@@ -138,6 +139,15 @@ func (v vec) atMost(limit vec) bool {
 		}
 	}
 	return true
+}
+
+// key identifies the amounts, as a map key.
+func (v vec) key() string {
+	b := make([]byte, 0, 8*len(v))
+	for _, x := range v {
+		b = binary.AppendVarint(b, x)
+	}
+	return string(b)
 }
 
 func (v vec) value(prices []float64) float64 {

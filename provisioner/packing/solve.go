@@ -3,7 +3,6 @@ package packing
 import (
 	"cmp"
 	"fmt"
-	"hash/maphash"
 	"math"
 	"slices"
 
@@ -31,18 +30,18 @@ func Solve(in Input) Plan {
 }
 
 type solver struct {
-	in       Input
-	dims     *dims
-	pools    []*pool
-	groups   []*group
-	existing []*node
-	planned  []*node
-	topo     *topologyIndex
-	volumes  *volumeIndex
-	daemons  []*daemon
+	*base
+	// pods are the round's pods to place.
+	pods   []*corev1.Pod
+	groups []*group
+	// touched are the existing nodes the round placed pods on, in the order of the first.
+	touched []*node
+	planned []*node
 	// unplaced pods and why, in the order they failed.
 	unplaced map[*corev1.Pod]string
-	nextID   int
+	// priceOnly leaves out of the plan's new NodeClaims all but their pods and cheapest
+	// offering.
+	priceOnly bool
 }
 
 // node is an existing node or NodeClaim, or a node the plan launches.
@@ -51,18 +50,27 @@ type node struct {
 	name string
 	// input is set for existing nodes.
 	input *Node
+	// away says whether the round takes an existing node away; schedulable whether it may
+	// place pods on it.
+	away, schedulable bool
 	// pool and offer are set for planned nodes: the NodePool and the offering it is sized
 	// and priced by.
 	pool  *pool
 	offer *offer
-	free  vec
-	ports []hostPort
+	// free is the room left; baseFree, for an existing node, the room its own pods leave.
+	free, baseFree vec
+	ports          []hostPort
 	// pinned keys are labels the node's pods rely on: the node must keep the offer's
 	// value for them.
 	pinned map[string]bool
 	placed []placement
-	// compat caches, for existing nodes, whether a group's node constraints accept it.
-	compat map[string]bool
+	// compat caches, for existing nodes, whether the node constraints of groups accept it,
+	// by the constraints' number (group.nodeID).
+	compat []answer
+	// sets counts an existing node's pods by label set; anti lists the required
+	// anti-affinity terms they carry, once a pod and term.
+	sets []setCount
+	anti []*antiTerm
 }
 
 type placement struct {
@@ -87,47 +95,50 @@ func (n *node) domain(key string) (string, bool) {
 
 // compatible reports whether an existing node's taints and labels accept the group.
 func (n *node) compatible(g *group) bool {
-	ok, cached := n.compat[g.nodeKey]
-	if !cached {
-		ok = tolerates(g.tolerations, n.input.Node.Spec.Taints) && g.matchesNode(n.input.Node)
-		n.compat[g.nodeKey] = ok
+	for len(n.compat) <= g.nodeID {
+		n.compat = append(n.compat, unknown)
 	}
-	return ok
+	if n.compat[g.nodeID] == unknown {
+		n.compat[g.nodeID] = no
+		if tolerates(g.tolerations, n.input.Node.Spec.Taints) && g.matchesNode(n.input.Node) {
+			n.compat[g.nodeID] = yes
+		}
+	}
+	return n.compat[g.nodeID] == yes
 }
 
+// answer is a cached yes or no.
+type answer uint8
+
+const (
+	unknown answer = iota
+	yes
+	no
+)
+
 func newSolver(in Input) *solver {
-	s := &solver{in: in, dims: newDims(), topo: newTopologyIndex(), volumes: newVolumeIndex(in.Volumes), unplaced: map[*corev1.Pod]string{}}
 	requests := make([]corev1.ResourceList, len(in.Pods))
 	for i, pod := range in.Pods {
 		requests[i] = podRequests(pod)
-		for name := range requests[i] {
-			s.dims.add(name)
+	}
+	return newBase(in, requests, false).newRound(in.Pods, requests, nil, nil)
+}
+
+// newRound prepares a round placing the pods (whose requests are given) on the base's
+// nodes but those away, keeping them off those held.
+func (b *base) newRound(pods []*corev1.Pod, requests []corev1.ResourceList, away, held map[string]bool) *solver {
+	b.beginRound()
+	s := &solver{base: b, pods: pods, unplaced: map[*corev1.Pod]string{}}
+	for _, n := range b.nodes {
+		n.away = away[n.name]
+		n.schedulable = !n.away && n.input.Schedulable && !held[n.name]
+	}
+	s.buildGroups(pods, requests)
+	for _, n := range b.nodes {
+		if away[n.name] {
+			s.takeAway(n, -1)
 		}
 	}
-	for _, ds := range in.DaemonSets {
-		for _, c := range ds.Spec.Template.Spec.Containers {
-			for name := range c.Resources.Requests {
-				s.dims.add(name)
-			}
-		}
-	}
-	for _, ds := range in.DaemonSets {
-		s.daemons = append(s.daemons, newDaemon(ds, s.dims))
-	}
-	s.buildGroups(in.Pods, requests)
-	for _, np := range in.NodePools {
-		s.pools = append(s.pools, newPool(np, s.dims, s.daemons))
-	}
-	slices.SortStableFunc(s.pools, func(a, b *pool) int {
-		if c := cmp.Compare(b.weight, a.weight); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.nodePool.Name, b.nodePool.Name)
-	})
-	for i := range in.Nodes {
-		s.existing = append(s.existing, s.existingNode(&in.Nodes[i]))
-	}
-	s.countExisting()
 	for _, g := range s.groups {
 		s.matchGroup(g)
 	}
@@ -136,24 +147,36 @@ func newSolver(in Input) *solver {
 	return s
 }
 
-func (s *solver) newID() int {
-	s.nextID++
-	return s.nextID
+// takeAway removes (sign -1) a node's pods from the round's topology counts, or puts them
+// back (sign 1).
+func (s *solver) takeAway(n *node, sign int) {
+	for _, sc := range n.sets {
+		for _, t := range sc.set.matching(s.topo) {
+			if t.round != s.round {
+				continue
+			}
+			if v, ok := n.domain(t.key); ok && t.countsOn(n) {
+				addCount(t.counts, v, sign*sc.n)
+				t.total += sign * sc.n
+			}
+		}
+	}
+	s.countAnti(n, sign)
 }
+
+func (s *solver) newID() int { return s.base.newID() }
 
 // buildGroups sorts pods into groups, largest first, with pods other groups' affinity
 // needs placed before those groups.
 func (s *solver) buildGroups(pods []*corev1.Pod, requests []corev1.ResourceList) {
-	keyer := &podKeyer{seed: maphash.MakeSeed()}
 	byKey := map[uint64]*group{}
 	for i, pod := range pods {
-		need := s.dims.of(requests[i])
-		k := keyer.key(pod, need)
+		need, k := s.shape(pod, requests[i])
 		if g, ok := byKey[k]; ok {
 			g.pods = append(g.pods, pod)
 			continue
 		}
-		g := s.newGroup(pod, need, 0)
+		g := s.group(pod, need, k, 0)
 		byKey[k] = g
 		s.groups = append(s.groups, g)
 	}
@@ -182,6 +205,40 @@ func (s *solver) buildGroups(pods []*corev1.Pod, requests []corev1.ResourceList)
 		}
 		return cmp.Compare(a.id, b.id)
 	})
+}
+
+// shape is what the pod requests, as a vector, and the key of the pods the planner treats
+// alike, computed once per pod.
+func (s *solver) shape(pod *corev1.Pod, requests corev1.ResourceList) (vec, uint64) {
+	if sh, ok := s.shapes[pod]; ok {
+		return sh.need, sh.key
+	}
+	need := s.dims.of(requests)
+	k := s.keyer.key(pod, need)
+	s.shapes[pod] = podShape{need: need, key: k}
+	return need, k
+}
+
+// group returns a new group for the round's pods like pod (whose key is k), honouring its
+// preferences from the relaxed-th on: a copy of the first such group the base built, as
+// groups differ only by their pods.
+func (s *solver) group(pod *corev1.Pod, need vec, k uint64, relaxed int) *group {
+	proto, ok := s.protos[protoKey{key: k, relaxed: relaxed}]
+	if !ok {
+		proto = s.newGroup(pod, need, relaxed)
+		proto.key = k
+		s.protos[protoKey{key: k, relaxed: relaxed}] = proto
+	}
+	g := *proto
+	g.id = s.newID()
+	g.pods = []*corev1.Pod{pod}
+	for _, c := range g.all {
+		c.t.round = s.round
+	}
+	for _, a := range g.owned {
+		a.round = s.round
+	}
+	return &g
 }
 
 // newGroup builds a group for pods like pod, honouring its preferences from the
@@ -213,6 +270,7 @@ func (s *solver) newGroup(pod *corev1.Pod, need vec, relaxed int) *group {
 	}
 	g.offerKeys = referencesOfferKeys(pod.Spec.NodeSelector, terms)
 	g.nodeKey = nodeKeyOf(pod, extra, honoured)
+	g.nodeID = s.nodeKeyID(g.nodeKey)
 
 	for i := range pod.Spec.TopologySpreadConstraints {
 		c := &pod.Spec.TopologySpreadConstraints[i]
@@ -258,55 +316,20 @@ func (s *solver) termConstraint(g *group, term *corev1.PodAffinityTerm, kind con
 	return &constraint{kind: kind, t: t, self: t.matches(g.rep.Namespace, g.rep.Labels), preferred: preferred}
 }
 
-// matchGroup finds the trackers counting the group's pods and the anti-affinity terms
-// keeping them away.
+// matchGroup finds the round's trackers counting the group's pods and the anti-affinity
+// terms keeping them away: those of pods on the round's nodes and of its groups.
 func (s *solver) matchGroup(g *group) {
 	g.matched, g.reverse = nil, nil
-	s.topo.matchingTrackers(g.rep.Namespace, g.rep.Labels, func(t *tracker) { g.matched = append(g.matched, t) })
-	s.topo.matchingAntiTerms(g.rep.Namespace, g.rep.Labels, func(a *antiTerm) { g.reverse = append(g.reverse, a) })
-}
-
-func (s *solver) existingNode(in *Node) *node {
-	n := &node{id: s.newID(), name: in.Node.Name, input: in, compat: map[string]bool{}}
-	n.free = s.dims.of(in.Node.Status.Allocatable)
-	for _, pod := range in.Pods {
-		n.free.sub(s.dims.of(podRequests(pod)))
-		n.ports = append(n.ports, podHostPorts(pod)...)
-	}
-	if in.NodeClaim != nil {
-		// DaemonSet pods not running yet on a launched node will take their share.
-		for _, ds := range s.daemons {
-			present := slices.ContainsFunc(in.Pods, ds.owns)
-			if present || !tolerates(ds.pod.Spec.Tolerations, in.Node.Spec.Taints) {
-				continue
-			}
-			if ok, _ := ds.affinity.Match(in.Node); ok {
-				n.free.sub(ds.need)
-				n.ports = append(n.ports, ds.ports...)
-			}
+	s.topo.matchingTrackers(g.rep.Namespace, g.rep.Labels, func(t *tracker) {
+		if t.round == s.round {
+			g.matched = append(g.matched, t)
 		}
-	}
-	return n
-}
-
-// countExisting counts the pods already on nodes for every tracker and anti-affinity term.
-func (s *solver) countExisting() {
-	for _, n := range s.existing {
-		for _, pod := range n.input.Pods {
-			s.topo.matchingTrackers(pod.Namespace, pod.Labels, func(t *tracker) {
-				if v, ok := n.domain(t.key); ok && t.countsOn(n) {
-					t.counts[v]++
-					t.total++
-				}
-			})
-			for _, term := range requiredAntiTerms(pod) {
-				a := s.topo.antiTermOf(pod, &term)
-				if v, ok := n.domain(a.key); ok {
-					a.owners[v]++
-				}
-			}
+	})
+	s.topo.matchingAntiTerms(g.rep.Namespace, g.rep.Labels, func(a *antiTerm) {
+		if a.refs > 0 || a.round == s.round {
+			g.reverse = append(g.reverse, a)
 		}
-	}
+	})
 }
 
 // priceResources sets each pool's resource prices: the duals of the LP that buys the
@@ -319,11 +342,8 @@ func (s *solver) priceResources() {
 		}
 	}
 	for _, p := range s.pools {
-		p.prices = make([]float64, len(s.dims.names))
-		cols := make([]lowerbound.Column, 0, len(p.offers))
-		for _, o := range p.offers {
-			cols = append(cols, lowerbound.Column{Price: o.price, Capacity: toFloats(o.alloc)})
-		}
+		prices := make([]float64, len(s.dims.names))
+		cols := p.columns()
 		// Price only what the pool's offerings provide: a dimension none of them has
 		// (a GPU in a CPU pool) would make the LP infeasible.
 		amount := make([]float64, len(demand))
@@ -335,14 +355,15 @@ func (s *solver) priceResources() {
 				}
 			}
 		}
-		if prices, err := lowerbound.ResourcePrices(cols, amount); err == nil {
-			p.prices = prices
+		if lp, err := lowerbound.ResourcePrices(cols, amount); err == nil {
+			prices = lp
 		}
-		if slices.Max(append([]float64{0}, p.prices...)) == 0 {
+		if slices.Max(append([]float64{0}, prices...)) == 0 {
 			// No batch demand to learn from: value cpu and memory equally by the pool's
 			// average prices, so ranking still works.
-			p.prices[dimCPU], p.prices[dimMemory] = 1.0/1000, 1.0/float64(4<<30)
+			prices[dimCPU], prices[dimMemory] = 1.0/1000, 1.0/float64(4<<30)
 		}
+		p.setPrices(prices)
 	}
 }
 
@@ -360,16 +381,21 @@ func (s *solver) placeOnExisting() {
 		if g.unschedulable != "" {
 			continue
 		}
-		for _, n := range s.existing {
-			if g.remaining() == 0 {
-				break
-			}
-			if !n.input.Schedulable {
-				continue
-			}
-			if k := s.howMany(g, n); k > 0 {
-				s.place(g, n, k)
-			}
+		s.placeOnNodes(g)
+	}
+}
+
+// placeOnNodes puts the group's pods on the round's schedulable existing nodes, in order.
+func (s *solver) placeOnNodes(g *group) {
+	for _, n := range s.fitting(g) {
+		if g.remaining() == 0 {
+			return
+		}
+		if n.away || !n.schedulable {
+			continue
+		}
+		if k := s.howMany(g, n); k > 0 {
+			s.place(g, n, k)
 		}
 	}
 }
@@ -394,7 +420,7 @@ func (s *solver) launch() {
 			}
 			if g.relaxed < len(g.preferences) {
 				// Give up the next preference for the pods left.
-				r := s.newGroup(g.rep, g.need, g.relaxed+1)
+				r := s.group(g.rep, g.need, g.key, g.relaxed+1)
 				r.pods = g.pods[g.next:]
 				g.pods = g.pods[:g.next]
 				s.matchGroup(r)
@@ -412,17 +438,13 @@ func (s *solver) launch() {
 
 // placeOnOpen puts a relaxed group's pods onto nodes already in the plan or existing.
 func (s *solver) placeOnOpen(g *group) {
-	for _, list := range [][]*node{s.existing, s.planned} {
-		for _, n := range list {
-			if g.remaining() == 0 {
-				return
-			}
-			if n.input != nil && !n.input.Schedulable {
-				continue
-			}
-			if k := s.howMany(g, n); k > 0 {
-				s.place(g, n, k)
-			}
+	s.placeOnNodes(g)
+	for _, n := range s.planned {
+		if g.remaining() == 0 {
+			return
+		}
+		if k := s.howMany(g, n); k > 0 {
+			s.place(g, n, k)
 		}
 	}
 }
@@ -640,6 +662,9 @@ func (s *solver) howMany(g *group, n *node) int {
 
 // place puts k pods of the group onto the node.
 func (s *solver) place(g *group, n *node, k int) {
+	if n.input != nil && len(n.placed) == 0 {
+		s.touched = append(s.touched, n)
+	}
 	s.account(g, n, k)
 	n.free.addTimes(g.need, -int64(k))
 	if len(g.ports) > 0 {
@@ -668,14 +693,14 @@ func (s *solver) account(g *group, n *node, k int) {
 	}
 	for _, t := range g.matched {
 		if v, ok := n.domain(t.key); ok && t.countsOn(n) {
-			t.counts[v] += k
+			addCount(t.counts, v, k)
 			t.total += k
 			pin(t.key)
 		}
 	}
 	for _, a := range g.owned {
 		if v, ok := n.domain(a.key); ok {
-			a.owners[v] += k
+			addCount(a.owners, v, k)
 			pin(a.key)
 		}
 	}
@@ -689,5 +714,13 @@ func (s *solver) account(g *group, n *node, k int) {
 				c.t.spread.quota[v] -= k
 			}
 		}
+	}
+}
+
+// addCount adds k to a domain's count, dropping counts back to zero: a Snapshot's rounds
+// would otherwise leave an entry for every node they planned.
+func addCount(counts map[string]int, domain string, k int) {
+	if counts[domain] += k; counts[domain] == 0 {
+		delete(counts, domain)
 	}
 }

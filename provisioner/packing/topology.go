@@ -25,6 +25,10 @@ type tracker struct {
 	// spread is set for topology spread constraints, whose counts only include pods on
 	// nodes eligible under the constraint's node inclusion policies.
 	spread *spread
+	// round is the last planning round whose groups use the tracker.
+	round int
+	// sets caches whether the selector matches the pods of a label set.
+	sets map[*labelSet]bool
 }
 
 // spread is what a topology spread constraint adds to its tracker.
@@ -39,10 +43,24 @@ type spread struct {
 	quota map[string]int
 	// eligible caches eligibility per existing node and per offering of planned nodes.
 	eligible map[any]bool
+	// domains caches eligibleDomains.
+	domains map[string][]*node
 }
 
 func (t *tracker) matches(namespace string, l labels.Set) bool {
 	return (t.namespaces == nil || t.namespaces[namespace]) && t.selector.Matches(l)
+}
+
+func (t *tracker) matchesSet(set *labelSet) bool {
+	ok, cached := t.sets[set]
+	if !cached {
+		ok = t.matches(set.namespace, set.labels)
+		if t.sets == nil {
+			t.sets = map[*labelSet]bool{}
+		}
+		t.sets[set] = ok
+	}
+	return ok
 }
 
 // countsOn reports whether pods on the node count for the tracker.
@@ -93,6 +111,10 @@ type antiTerm struct {
 	namespaces map[string]bool
 	selector   labels.Selector
 	owners     map[string]int
+	// refs counts the pods on the round's nodes that carry the term.
+	refs int
+	// round is the last planning round whose groups carry the term.
+	round int
 }
 
 func (a *antiTerm) matches(namespace string, l labels.Set) bool {
@@ -135,6 +157,8 @@ type topologyIndex struct {
 	trackerIndex labelIndex[*tracker]
 	anti         map[string]*antiTerm
 	antiIndex    labelIndex[*antiTerm]
+	// onNewTracker counts the pods already on nodes for a tracker when it is created.
+	onNewTracker func(*tracker)
 }
 
 func newTopologyIndex() *topologyIndex {
@@ -301,6 +325,9 @@ func (x *topologyIndex) spreadTracker(g *group, c *corev1.TopologySpreadConstrai
 func (x *topologyIndex) add(id string, t *tracker, label string) {
 	x.trackers[id] = t
 	x.trackerIndex.add(t, label)
+	if x.onNewTracker != nil {
+		x.onNewTracker(t)
+	}
 }
 
 // antiTermOf returns the anti-affinity term's owner counter, creating it.
@@ -416,9 +443,12 @@ func (s *solver) computeQuotas() {
 			}
 		}
 		domains := map[string]int{}
-		for _, n := range s.existing {
-			if v, ok := n.domain(t.key); ok && t.countsOn(n) {
-				domains[v] = t.counts[v]
+		for v, nodes := range s.eligibleDomains(t) {
+			for _, n := range nodes {
+				if !n.away {
+					domains[v] = t.counts[v]
+					break
+				}
 			}
 		}
 		for v := range launchable {
@@ -467,27 +497,54 @@ func (s *solver) spreadTrackers() []*tracker {
 	return out
 }
 
+// eligibleDomains maps each value of a spread tracker's key to the input nodes with that
+// value whose pods the tracker counts, once per tracker.
+func (b *base) eligibleDomains(t *tracker) map[string][]*node {
+	if t.spread.domains != nil {
+		return t.spread.domains
+	}
+	// Eligibility depends on the key and, as the inclusion policies say, on the node
+	// constraints of the constraint's pods: trackers alike in those share their domains.
+	k := eligibleKey{key: t.key}
+	if t.spread.honorAffinity {
+		k.affinity = t.spread.owner.nodeKey
+	}
+	if t.spread.honorTaints {
+		for _, tol := range t.spread.owner.tolerations {
+			raw, _ := tol.Marshal()
+			k.tolerations += string(raw) + "|"
+		}
+	}
+	domains, ok := b.eligible[k]
+	if !ok {
+		domains = map[string][]*node{}
+		for _, n := range b.nodes {
+			if v, ok := n.domain(t.key); ok && t.countsOn(n) {
+				domains[v] = append(domains[v], n)
+			}
+		}
+		b.eligible[k] = domains
+	}
+	t.spread.domains = domains
+	return domains
+}
+
+type eligibleKey struct{ key, affinity, tolerations string }
+
 // launchableValues lists the values of a key the group's pods could get on new nodes or on
 // schedulable existing nodes.
 func (s *solver) launchableValues(g *group, key string) []string {
 	seen := map[string]bool{}
 	for _, p := range s.pools {
-		c := p.compatibleOffers(g)
-		if !c.any {
-			continue
-		}
-		for _, o := range p.offers {
-			if c.ok[o.index] && g.need.fits(o.alloc) {
-				if v, ok := o.label(key); ok {
-					seen[v] = true
-				}
-			}
+		for _, v := range p.launchable(g, key) {
+			seen[v] = true
 		}
 	}
-	for _, n := range s.existing {
-		if n.input.Schedulable {
-			if v, ok := n.domain(key); ok && n.compatible(g) {
+	for v, nodes := range s.compatibleDomains(g, key) {
+		for _, n := range nodes {
+			if !n.away && n.schedulable {
 				seen[v] = true
+				break
 			}
 		}
 	}
@@ -496,4 +553,57 @@ func (s *solver) launchableValues(g *group, key string) []string {
 		out = append(out, v)
 	}
 	return out
+}
+
+// launchable lists the values of a key on the pool's offerings that can take a pod of the
+// group, once per node constraints, request and key.
+func (p *pool) launchable(g *group, key string) []string {
+	c := p.compatibleOffers(g)
+	if !c.any {
+		return nil
+	}
+	k := launchKey{key: key, need: g.need.key()}
+	if values, ok := c.launchable[k]; ok {
+		return values
+	}
+	seen := map[string]bool{}
+	for _, o := range p.offers {
+		if c.ok[o.index] && g.need.fits(o.alloc) {
+			if v, ok := o.label(key); ok {
+				seen[v] = true
+			}
+		}
+	}
+	values := make([]string, 0, len(seen))
+	for v := range seen {
+		values = append(values, v)
+	}
+	if c.launchable == nil {
+		c.launchable = map[launchKey][]string{}
+	}
+	c.launchable[k] = values
+	return values
+}
+
+type launchKey struct{ key, need string }
+
+type domainKey struct{ nodeKey, key string }
+
+// compatibleDomains maps each value of a key to the schedulable input nodes with that
+// value whose taints and labels accept the group, once per node constraints and key.
+func (b *base) compatibleDomains(g *group, key string) map[string][]*node {
+	k := domainKey{nodeKey: g.nodeKey, key: key}
+	if domains, ok := b.domains[k]; ok {
+		return domains
+	}
+	domains := map[string][]*node{}
+	for _, n := range b.nodes {
+		if n.input.Schedulable {
+			if v, ok := n.domain(key); ok && n.compatible(g) {
+				domains[v] = append(domains[v], n)
+			}
+		}
+	}
+	b.domains[k] = domains
+	return domains
 }

@@ -1,0 +1,181 @@
+package packing_test
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/packing"
+	"github.com/tailor-autoscaler/tailor/provisioner/requirements"
+	"github.com/tailor-autoscaler/tailor/test/workloads"
+)
+
+// TestSnapshotPlansAsSolveDoes takes random nodes away from clusters the workloads built,
+// holds others, and plans the pods of those taken away: a Snapshot's plan must be Solve's
+// plan of the same input, round after round on one Snapshot.
+func TestSnapshotPlansAsSolveDoes(t *testing.T) {
+	for _, shape := range []string{"diverse", "webmix"} {
+		t.Run(shape, func(t *testing.T) {
+			in := builtCluster(t, shape, 600, 60)
+			snap := packing.NewSnapshot(in)
+			rng := rand.New(rand.NewPCG(1, uint64(len(shape))))
+			placed, launched := 0, 0
+			for round := range 25 {
+				away, held := map[string]bool{}, map[string]bool{}
+				var pods []*corev1.Pod
+				for _, n := range in.Nodes {
+					switch r := rng.IntN(20); {
+					case r < 2:
+						away[n.Node.Name] = true
+						for _, p := range n.Pods {
+							pending := p.DeepCopy()
+							pending.Spec.NodeName = ""
+							pods = append(pods, pending)
+						}
+					case r < 4:
+						held[n.Node.Name] = true
+					}
+				}
+				plan := snap.Solve(pods, away, held)
+				got := summary(plan)
+				want := summary(packing.Solve(without(in, pods, away, held)))
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Fatalf("round %d, %d nodes away, %d held: Snapshot.Solve differs from Solve (-Solve +Snapshot):\n%s", round, len(away), len(held), diff)
+				}
+				estimate := snap.Estimate(pods, away, held)
+				if diff := cmp.Diff(priced(want), priced(summary(estimate))); diff != "" {
+					t.Fatalf("round %d: Snapshot.Estimate differs from Solve (-Solve +Estimate):\n%s", round, diff)
+				}
+				placed += len(plan.Existing)
+				launched += len(plan.NewNodeClaims)
+			}
+			// Both halves of a plan were compared.
+			if placed == 0 || launched == 0 {
+				t.Errorf("over all rounds, %d placements on nodes and %d new NodeClaims; want some of each", placed, launched)
+			}
+			t.Logf("%d nodes; %d placements on nodes and %d new NodeClaims compared", len(in.Nodes), placed, launched)
+		})
+	}
+}
+
+// without is in planning pods, less the nodes away, with those held unschedulable.
+func without(in packing.Input, pods []*corev1.Pod, away, held map[string]bool) packing.Input {
+	out := in
+	out.Pods = pods
+	out.Nodes = nil
+	for _, n := range in.Nodes {
+		if away[n.Node.Name] {
+			continue
+		}
+		n.Schedulable = n.Schedulable && !held[n.Node.Name]
+		out.Nodes = append(out.Nodes, n)
+	}
+	return out
+}
+
+// planSummary is a plan by names: where each pod goes, and what each new NodeClaim is.
+type planSummary struct {
+	Existing      map[string][]string
+	NewNodeClaims []claimSummary
+	Unschedulable map[string]string
+}
+
+type claimSummary struct {
+	NodePool               string
+	Cheapest               packing.Choice
+	Pods, InstanceTypes    []string
+	Requirements, Requests string
+}
+
+func summary(p packing.Plan) planSummary {
+	out := planSummary{Existing: map[string][]string{}, Unschedulable: map[string]string{}}
+	for _, pl := range p.Existing {
+		for _, pod := range pl.Pods {
+			out.Existing[pl.Node.Node.Name] = append(out.Existing[pl.Node.Node.Name], pod.Name)
+		}
+		slices.Sort(out.Existing[pl.Node.Node.Name])
+	}
+	for _, nc := range p.NewNodeClaims {
+		c := claimSummary{NodePool: nc.NodePool.Name, Cheapest: nc.Cheapest,
+			Requirements: fmt.Sprint(nc.Requirements), Requests: fmt.Sprint(nc.Requests)}
+		for _, pod := range nc.Pods {
+			c.Pods = append(c.Pods, pod.Name)
+		}
+		slices.Sort(c.Pods)
+		for _, it := range nc.InstanceTypes {
+			c.InstanceTypes = append(c.InstanceTypes, it.Name)
+		}
+		out.NewNodeClaims = append(out.NewNodeClaims, c)
+	}
+	for _, u := range p.Unschedulable {
+		out.Unschedulable[u.Pod.Name] = u.Reason
+	}
+	return out
+}
+
+// priced is a plan summary less what Estimate leaves out of new NodeClaims.
+func priced(s planSummary) planSummary {
+	out := s
+	out.NewNodeClaims = nil
+	for _, c := range s.NewNodeClaims {
+		out.NewNodeClaims = append(out.NewNodeClaims, claimSummary{NodePool: c.NodePool, Cheapest: c.Cheapest, Pods: c.Pods})
+	}
+	return out
+}
+
+// builtCluster plans a workload's pods batch by batch onto the nodes the earlier batches
+// launched, and returns the cluster they make (the pods bound), with no pods to plan.
+func builtCluster(t testing.TB, shape string, pods, batch int) packing.Input {
+	t.Helper()
+	in := workloads.Load(t, shape, pods)
+	all := in.Pods
+	in.Pods = nil
+	for i := 0; i < len(all); i += batch {
+		round := in
+		round.Pods = all[i:min(i+batch, len(all))]
+		plan := packing.Solve(round)
+		index := map[string]int{}
+		for j, n := range in.Nodes {
+			index[n.Node.Name] = j
+		}
+		for _, pl := range plan.Existing {
+			j := index[pl.Node.Node.Name]
+			in.Nodes[j].Pods = append(in.Nodes[j].Pods, bound(pl.Pods, pl.Node.Node.Name)...)
+		}
+		for _, nc := range plan.NewNodeClaims {
+			name := fmt.Sprintf("node-%05d", len(in.Nodes))
+			in.Nodes = append(in.Nodes, packing.Node{Node: launched(t, name, nc), Pods: bound(nc.Pods, name), Schedulable: true})
+		}
+	}
+	return in
+}
+
+// launched is the node a NodeClaim's cheapest offering makes.
+func launched(t testing.TB, name string, nc packing.NewNodeClaim) *corev1.Node {
+	t.Helper()
+	labels := requirements.SingleValueLabels(nc.Requirements)
+	for _, it := range nc.InstanceTypes {
+		if it.Name != nc.Cheapest.InstanceType {
+			continue
+		}
+		maps.Copy(labels, it.Labels)
+		labels[corev1.LabelTopologyZone] = nc.Cheapest.Zone
+		labels[karpv1.CapacityTypeLabelKey] = nc.Cheapest.CapacityType
+		labels[karpv1.NodePoolLabelKey] = nc.NodePool.Name
+		labels[corev1.LabelHostname] = name
+		return &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+			Spec:       corev1.NodeSpec{Taints: nc.NodePool.Spec.Template.Spec.Taints},
+			Status:     corev1.NodeStatus{Allocatable: it.Allocatable()},
+		}
+	}
+	t.Fatalf("NodeClaim's cheapest type %s is not among its types", nc.Cheapest.InstanceType)
+	return nil
+}

@@ -8,6 +8,7 @@ package disruption
 import (
 	"slices"
 	"sort"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -56,6 +57,20 @@ type Cluster struct {
 	// zonePins); zoneOf is every node's zone.
 	pins   map[types.NamespacedName]zonePin
 	zoneOf map[string]string
+	// whatIfs plans the pods of nodes taken away, for one decision.
+	whatIfs *whatIfs
+}
+
+// whatIfs plans what-ifs of one decision against one packing.Snapshot of the cluster,
+// prepared on first use, with the pods that move copied once per zones they may move to.
+type whatIfs struct {
+	snap    *packing.Snapshot
+	pending map[pendingKey]*corev1.Pod
+}
+
+type pendingKey struct {
+	pod   types.NamespacedName
+	zones string
 }
 
 // Decision is one disruption to carry out.
@@ -94,6 +109,7 @@ type Budget func(nodePool string, reason karpv1.DisruptionReason) int
 // Decide returns the next disruption: a drifted node replaced, empty nodes deleted, or an
 // underutilized set of nodes consolidated, in that order; false when there is none.
 func Decide(c Cluster, budget Budget, opts Options) (Decision, bool) {
+	c.whatIfs = &whatIfs{pending: map[pendingKey]*corev1.Pod{}}
 	if d, ok := drift(c, budget); ok {
 		return d, true
 	}
@@ -123,6 +139,8 @@ func Decide(c Cluster, budget Budget, opts Options) (Decision, bool) {
 		return candidates[i].Node < candidates[j].Node
 	})
 	c.Nodes = fullestFirst(c)
+	// Nodes in a new order: a new snapshot.
+	c.whatIfs = &whatIfs{pending: map[pendingKey]*corev1.Pod{}}
 	return consolidation(c, candidates, budget, opts)
 }
 
@@ -237,7 +255,7 @@ func plan(c Cluster, candidates []Candidate, opts Options) []Candidate {
 			break
 		}
 		next := append(slices.Clip(set), cand)
-		d, ok := evaluate(c, next, nil)
+		d, ok := estimate(c, next)
 		if !ok || d.Savings <= saved-savingsEpsilon {
 			continue
 		}
@@ -250,7 +268,7 @@ func plan(c Cluster, candidates []Candidate, opts Options) []Candidate {
 			continue
 		}
 		without := append(slices.Clone(set[:i]), set[i+1:]...)
-		if d, ok := evaluate(c, without, nil); ok && d.Savings > saved-savingsEpsilon {
+		if d, ok := estimate(c, without); ok && d.Savings > saved-savingsEpsilon {
 			set, saved = without, d.Savings
 		}
 	}
@@ -283,7 +301,7 @@ func joinPools(c Cluster, candidates, set []Candidate, saved float64, tied map[s
 	}
 	for _, pool := range pools {
 		next := append(slices.Clip(set), left[pool]...)
-		if d, ok := evaluate(c, next, nil); ok && d.Savings > saved+savingsEpsilon {
+		if d, ok := estimate(c, next); ok && d.Savings > saved+savingsEpsilon {
 			for _, cand := range left[pool] {
 				tied[cand.Node] = true
 			}
@@ -324,7 +342,7 @@ func takeNow(c Cluster, set []Candidate, budget Budget, opts Options) (Decision,
 // shareReplacements splits the plan into groups of nodes whose pods the plan puts on the
 // same replacements, in plan order.
 func shareReplacements(c Cluster, set []Candidate) [][]Candidate {
-	d, _ := evaluate(c, set, nil)
+	d, _ := estimate(c, set)
 	origin := map[types.NamespacedName]int{}
 	for i, cand := range set {
 		for _, p := range cand.Pods {
@@ -480,45 +498,74 @@ func consolidate(c Cluster, nodes []Candidate, later map[string]bool, opts Optio
 // nowhere to go.
 func evaluate(c Cluster, nodes []Candidate, later map[string]bool) (Decision, bool) {
 	plan, ok := simulate(c, nodes, later)
-	if !ok {
-		return Decision{}, false
-	}
+	return decisionOf(nodes, plan), ok
+}
+
+// estimate is evaluate with replacements that carry only their pods and cheapest offering:
+// enough to weigh a plan, for a fraction of the cost.
+func estimate(c Cluster, nodes []Candidate) (Decision, bool) {
+	plan, ok := c.whatIf(nodes, nil, (*packing.Snapshot).Estimate)
+	return decisionOf(nodes, plan), ok
+}
+
+func decisionOf(nodes []Candidate, plan packing.Plan) Decision {
 	return Decision{
 		Reason: karpv1.DisruptionReasonUnderutilized, Originals: nodes,
 		Replacements: plan.NewNodeClaims, Placements: plan.Existing, Savings: priceOf(nodes) - price(plan.NewNodeClaims),
-	}, true
+	}
 }
 
 // simulate plans the pods of the nodes taken away onto the rest of the cluster and new
 // NodeClaims, each pod in the zones its pin allows, if any; false when some pod would have
 // nowhere to go.
 func simulate(c Cluster, gone []Candidate, later map[string]bool) (packing.Plan, bool) {
+	return c.whatIf(gone, later, (*packing.Snapshot).Solve)
+}
+
+// whatIf plans, with solve, the pods of the nodes gone onto the rest of the cluster but the
+// nodes later, and onto new NodeClaims.
+func (c Cluster) whatIf(gone []Candidate, later map[string]bool, solve func(*packing.Snapshot, []*corev1.Pod, map[string]bool, map[string]bool) packing.Plan) (packing.Plan, bool) {
+	w := c.whatIfs
+	if w == nil {
+		w = &whatIfs{pending: map[pendingKey]*corev1.Pod{}}
+	}
+	if w.snap == nil {
+		w.snap = packing.NewSnapshot(packing.Input{Nodes: c.Nodes, NodePools: c.NodePools, DaemonSets: c.DaemonSets, Volumes: c.Volumes})
+	}
 	away := map[string]bool{}
 	for _, g := range gone {
 		away[g.Node] = true
 	}
-	in := packing.Input{NodePools: c.NodePools, DaemonSets: c.DaemonSets, Volumes: c.Volumes}
+	var pods []*corev1.Pod
 	for _, g := range gone {
 		for _, p := range g.Pods {
-			pending := p.DeepCopy()
-			pending.Spec.NodeName = ""
-			if pin, ok := c.pins[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}]; ok {
-				pinToZones(pending, pin.zones(away, c.zoneOf))
-			}
-			in.Pods = append(in.Pods, pending)
+			pods = append(pods, w.pendingPod(c, p, away))
 		}
 	}
-	for _, n := range c.Nodes {
-		if away[n.Node.Name] {
-			continue
-		}
-		if later[n.Node.Name] {
-			n.Schedulable = false
-		}
-		in.Nodes = append(in.Nodes, n)
-	}
-	plan := packing.Solve(in)
+	plan := solve(w.snap, pods, away, later)
 	return plan, len(plan.Unschedulable) == 0
+}
+
+// pendingPod is the pod as it waits for a node once its node is gone: unbound, and kept to
+// the zones its pin allows.
+func (w *whatIfs) pendingPod(c Cluster, p *corev1.Pod, away map[string]bool) *corev1.Pod {
+	key := pendingKey{pod: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}}
+	pin, pinned := c.pins[key.pod]
+	var zones []string
+	if pinned {
+		zones = pin.zones(away, c.zoneOf)
+		key.zones = strings.Join(zones, ",")
+	}
+	if pending, ok := w.pending[key]; ok {
+		return pending
+	}
+	pending := p.DeepCopy()
+	pending.Spec.NodeName = ""
+	if pinned {
+		pinToZones(pending, zones)
+	}
+	w.pending[key] = pending
+	return pending
 }
 
 // idleSpend is, per candidate node, the share of its hourly price its movable pods leave

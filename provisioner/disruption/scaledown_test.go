@@ -353,24 +353,9 @@ func (s *simCluster) converge(t testing.TB, keptPods []*corev1.Pod, before float
 		}
 		decisions++
 		t.Logf("decision %d: %s, %d nodes, %d replacements, saves $%.4f/h, %d more nodes planned", decisions, d.Reason, len(d.Originals), len(d.Replacements), d.Savings, len(d.Rest))
-		s.rest = map[string]bool{}
-		for _, n := range d.Rest {
-			s.rest[n] = true
-		}
 		disrupted += len(d.Originals)
 		replacements += len(d.Replacements)
-		for _, o := range d.Originals {
-			for _, p := range o.Pods {
-				moves[p.Name]++
-			}
-			delete(s.nodes, o.Node)
-		}
-		for _, pl := range d.Placements {
-			target := s.nodes[pl.Node.Node.Name]
-			target.holdsMoved = true
-			s.bind(target, pl.Pods)
-		}
-		s.launch(t, movedOnly(d), true)
+		s.apply(t, d, moves)
 	}
 	elapsed := time.Since(start)
 	fresh := packing.Solve(packing.Input{Pods: keptPods, NodePools: s.in.NodePools})

@@ -1,11 +1,14 @@
 package disruption
 
 import (
+	"maps"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
@@ -68,6 +71,7 @@ func (z zonePin) zones(away map[string]bool, zoneOf map[string]string) []string 
 // on nodes that stay (see zonePin). The result maps each such pod to its pin.
 func zonePins(c Cluster) map[types.NamespacedName]zonePin {
 	pins := map[types.NamespacedName]zonePin{}
+	census := newZoneCensus(c)
 	for _, cand := range c.Candidates {
 		zone := c.zoneOf[cand.Node]
 		if zone == "" {
@@ -77,7 +81,7 @@ func zonePins(c Cluster) map[types.NamespacedName]zonePin {
 			key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
 			held := false
 			for _, tsc := range p.Spec.TopologySpreadConstraints {
-				if tsc.TopologyKey == corev1.LabelTopologyZone && tsc.WhenUnsatisfiable == corev1.DoNotSchedule && backInPlace(c, p, zone, tsc) {
+				if tsc.TopologyKey == corev1.LabelTopologyZone && tsc.WhenUnsatisfiable == corev1.DoNotSchedule && census.backInPlace(p, zone, tsc) {
 					held = true
 				}
 			}
@@ -85,7 +89,7 @@ func zonePins(c Cluster) map[types.NamespacedName]zonePin {
 			case held:
 				pins[key] = zonePin{zone: zone}
 			case len(terms) > 0:
-				pins[key] = zonePin{zone: zone, shared: sharedWith(c, p, zone, terms)}
+				pins[key] = zonePin{zone: zone, shared: census.sharedWith(p, zone, terms)}
 			}
 		}
 	}
@@ -109,10 +113,42 @@ func zoneSharing(p *corev1.Pod) []corev1.PodAffinityTerm {
 	return out
 }
 
+// zoneCensus counts, zone by zone, the pods the zonal constraints of the candidates' pods
+// select, once per selector: the replicas of a Deployment share their constraints.
+type zoneCensus struct {
+	c Cluster
+	// spread counts, per spread selector, namespace and node affinity, the pods selected
+	// on the nodes of each zone the affinity accepts.
+	spread map[string]map[string]int
+	// running lists, per term selector and namespaces, the nodes running pods selected.
+	running map[string][]string
+	// accepted counts, per node affinity, the pods on the nodes it accepts by label set.
+	accepted map[string]*zonedSets
+}
+
+// zonedSets are the pods on some nodes with a zone, by namespace and labels, counted per
+// zone and indexed by each of their labels, and the zones of those nodes.
+type zonedSets struct {
+	sets    []*zonedSet
+	byLabel map[string][]*zonedSet
+	zones   []string
+}
+
+// zonedSet is the pods of one namespace with the same labels, counted per zone.
+type zonedSet struct {
+	namespace string
+	labels    labels.Set
+	perZone   map[string]int
+}
+
+func newZoneCensus(c Cluster) *zoneCensus {
+	return &zoneCensus{c: c, spread: map[string]map[string]int{}, running: map[string][]string{}, accepted: map[string]*zonedSets{}}
+}
+
 // sharedWith lists, per term, the nodes outside the zone running pods the term selects, in
 // the pod's namespace or those the term names. A term that selects namespaces by label
 // lists none: the pod then keeps its zone.
-func sharedWith(c Cluster, p *corev1.Pod, zone string, terms []corev1.PodAffinityTerm) [][]string {
+func (z *zoneCensus) sharedWith(p *corev1.Pod, zone string, terms []corev1.PodAffinityTerm) [][]string {
 	out := make([][]string, len(terms))
 	for i, term := range terms {
 		sel, err := metav1.LabelSelectorAsSelector(term.LabelSelector)
@@ -123,48 +159,140 @@ func sharedWith(c Cluster, p *corev1.Pod, zone string, terms []corev1.PodAffinit
 		if len(namespaces) == 0 {
 			namespaces = []string{p.Namespace}
 		}
-		for _, n := range c.Nodes {
-			if z := c.zoneOf[n.Node.Name]; z == "" || z == zone {
-				continue
-			}
-			if slices.ContainsFunc(n.Pods, func(other *corev1.Pod) bool {
-				return other.DeletionTimestamp == nil && slices.Contains(namespaces, other.Namespace) && sel.Matches(labels.Set(other.Labels))
-			}) {
-				out[i] = append(out[i], n.Node.Name)
+		for _, n := range z.runningSelected(namespaces, sel) {
+			if z.c.zoneOf[n] != zone {
+				out[i] = append(out[i], n)
 			}
 		}
 	}
 	return out
 }
 
+// runningSelected lists the nodes with a zone that run pods the selector selects in the
+// namespaces.
+func (z *zoneCensus) runningSelected(namespaces []string, sel labels.Selector) []string {
+	key := strings.Join(namespaces, ",") + "|" + sel.String()
+	if nodes, ok := z.running[key]; ok {
+		return nodes
+	}
+	var nodes []string
+	for _, n := range z.c.Nodes {
+		if z.c.zoneOf[n.Node.Name] == "" {
+			continue
+		}
+		if slices.ContainsFunc(n.Pods, func(other *corev1.Pod) bool {
+			return other.DeletionTimestamp == nil && slices.Contains(namespaces, other.Namespace) && sel.Matches(labels.Set(other.Labels))
+		}) {
+			nodes = append(nodes, n.Node.Name)
+		}
+	}
+	z.running[key] = nodes
+	return nodes
+}
+
 // backInPlace reports whether the scheduler lets the pod's replacement into the pod's own
 // zone once the pod is gone: the zone then runs no more than maxSkew - 1 above the emptiest
 // zone the pod may go to.
-func backInPlace(c Cluster, p *corev1.Pod, zone string, tsc corev1.TopologySpreadConstraint) bool {
-	sel := packing.SpreadSelector(p, &tsc)
-	affinity := nodeaffinity.GetRequiredNodeAffinity(p)
-	counts := map[string]int{}
-	for _, n := range c.Nodes {
-		z := n.Node.Labels[corev1.LabelTopologyZone]
-		if z == "" {
-			continue
-		}
-		if ok, _ := affinity.Match(n.Node); !ok {
-			continue
-		}
-		counts[z] += 0
-		for _, other := range n.Pods {
-			if other.Namespace == p.Namespace && other.DeletionTimestamp == nil && sel.Matches(labels.Set(other.Labels)) {
-				counts[z]++
-			}
-		}
-	}
+func (z *zoneCensus) backInPlace(p *corev1.Pod, zone string, tsc corev1.TopologySpreadConstraint) bool {
+	counts := maps.Clone(z.spreadCounts(p, tsc))
 	counts[zone]--
 	least := counts[zone]
 	for _, n := range counts {
 		least = min(least, n)
 	}
 	return counts[zone]+1-least <= int(tsc.MaxSkew)
+}
+
+// spreadCounts counts per zone the pods the spread constraint of the pod selects, on the
+// nodes its node affinity accepts; every zone of those nodes is counted, if only as zero.
+func (z *zoneCensus) spreadCounts(p *corev1.Pod, tsc corev1.TopologySpreadConstraint) map[string]int {
+	sel := packing.SpreadSelector(p, &tsc)
+	affinityKey := nodeAffinityKey(p)
+	key := p.Namespace + "|" + sel.String() + "|" + affinityKey
+	if counts, ok := z.spread[key]; ok {
+		return counts
+	}
+	sets := z.acceptedBy(p, affinityKey)
+	counts := map[string]int{}
+	for _, zone := range sets.zones {
+		counts[zone] = 0
+	}
+	for _, set := range sets.selectable(sel) {
+		if set.namespace == p.Namespace && sel.Matches(set.labels) {
+			for zone, n := range set.perZone {
+				counts[zone] += n
+			}
+		}
+	}
+	z.spread[key] = counts
+	return counts
+}
+
+// acceptedBy counts by label set the pods on the nodes with a zone that the pod's node
+// affinity (whose key is given) accepts, once per node affinity.
+func (z *zoneCensus) acceptedBy(p *corev1.Pod, affinityKey string) *zonedSets {
+	if sets, ok := z.accepted[affinityKey]; ok {
+		return sets
+	}
+	affinity := nodeaffinity.GetRequiredNodeAffinity(p)
+	sets := &zonedSets{byLabel: map[string][]*zonedSet{}}
+	byKey := map[string]*zonedSet{}
+	zones := map[string]bool{}
+	for _, n := range z.c.Nodes {
+		zone := n.Node.Labels[corev1.LabelTopologyZone]
+		if zone == "" {
+			continue
+		}
+		if ok, _ := affinity.Match(n.Node); !ok {
+			continue
+		}
+		zones[zone] = true
+		for _, other := range n.Pods {
+			if other.DeletionTimestamp != nil {
+				continue
+			}
+			k := other.Namespace + "|" + labels.Set(other.Labels).String()
+			set, ok := byKey[k]
+			if !ok {
+				set = &zonedSet{namespace: other.Namespace, labels: labels.Set(other.Labels), perZone: map[string]int{}}
+				byKey[k] = set
+				sets.sets = append(sets.sets, set)
+				for lk, lv := range other.Labels {
+					sets.byLabel[lk+"="+lv] = append(sets.byLabel[lk+"="+lv], set)
+				}
+			}
+			set.perZone[zone]++
+		}
+	}
+	sets.zones = slices.Sorted(maps.Keys(zones))
+	z.accepted[affinityKey] = sets
+	return sets
+}
+
+// selectable are the label sets the selector may select: those with a label it requires,
+// or every set.
+func (s *zonedSets) selectable(sel labels.Selector) []*zonedSet {
+	reqs, _ := sel.Requirements()
+	for _, r := range reqs {
+		if values := r.Values(); (r.Operator() == selection.Equals || r.Operator() == selection.DoubleEquals || r.Operator() == selection.In) && values.Len() == 1 {
+			return s.byLabel[r.Key()+"="+values.UnsortedList()[0]]
+		}
+	}
+	return s.sets
+}
+
+// nodeAffinityKey identifies the pod's node selector and required node affinity.
+func nodeAffinityKey(p *corev1.Pod) string {
+	var b strings.Builder
+	keys := slices.Sorted(maps.Keys(p.Spec.NodeSelector))
+	for _, k := range keys {
+		b.WriteString(k + "=" + p.Spec.NodeSelector[k] + ",")
+	}
+	if a := p.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		raw, _ := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.Marshal()
+		b.Write(raw)
+	}
+	return b.String()
 }
 
 // pinToZones requires the pod's copy to land in one of the zones, on top of its own node

@@ -93,6 +93,34 @@ func TestZonePins(t *testing.T) {
 			c:    cluster([3]int{3, 0, 1}, nil),
 			want: map[string]string{},
 		},
+		{
+			// Three more pods with the same labels in zone a, but in another namespace.
+			name: "pods of another namespace do not count for a spread",
+			c: func() Cluster {
+				c := cluster([3]int{1, 2, 1}, spread(corev1.DoNotSchedule))
+				for i := range 3 {
+					c.Nodes[0].Pods = append(c.Nodes[0].Pods, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: fmt.Sprintf("other-%d", i), Labels: web}})
+				}
+				return c
+			}(),
+			want: map[string]string{"web-a0": "zone-a", "web-b0": "zone-b", "web-b1": "zone-b", "web-c0": "zone-c"},
+		},
+		{
+			// Zone c has no node the pods' selector accepts: it is no domain of the spread,
+			// which holds between zones a and b.
+			name: "zones with no node the pods' node affinity accepts do not count for a spread",
+			c: func() Cluster {
+				c := cluster([3]int{2, 1, 0}, func(p *corev1.Pod) {
+					spread(corev1.DoNotSchedule)(p)
+					p.Spec.NodeSelector = map[string]string{"disk": "ssd"}
+				})
+				for _, n := range c.Nodes[:2] {
+					n.Node.Labels["disk"] = "ssd"
+				}
+				return c
+			}(),
+			want: map[string]string{"web-a0": "zone-a", "web-a1": "zone-a", "web-b0": "zone-b"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,166 @@
+package disruption
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tailor-autoscaler/tailor/provisioner/packing"
+)
+
+// growthPoint is one row of the consolidation growth curve, as make bench-consolidation
+// writes it to _output/bench/consolidation.json.
+type growthPoint struct {
+	Workload string `json:"workload"`
+	// Nodes and Pods are the cluster's when consolidation starts: the scaled-down
+	// workload's pods on the nodes that still run some.
+	Nodes int `json:"nodes"`
+	Pods  int `json:"pods"`
+	// FirstDecisionSeconds is the first decision's time, which plans over every node;
+	// LaterPassSeconds the median of the decisions after it, MaxLaterPassSeconds the
+	// slowest of them.
+	FirstDecisionSeconds float64 `json:"firstDecisionSeconds"`
+	LaterPassSeconds     float64 `json:"laterPassSeconds"`
+	MaxLaterPassSeconds  float64 `json:"maxLaterPassSeconds"`
+	Decisions            int     `json:"decisions"`
+	// CostVsFresh is the hourly cost once consolidation converges, over a fresh plan of the
+	// pods left.
+	CostVsFresh  float64 `json:"costVsFresh"`
+	MovedTwice   int     `json:"podsMovedTwice"`
+	ConvergeSecs float64 `json:"convergeSeconds"`
+}
+
+// BenchmarkConsolidationGrowth measures how consolidation's cost grows with the cluster:
+// per workload and size, it provisions the workload a hundredth at a time (as pods arrive
+// over time), deletes two pods of every three, removes the nodes left empty, and
+// consolidates until no decision is left. CONSOLIDATION_PODS lists the workload sizes
+// (default 3000,6000,15000,30000, which scale down to about 500 to 5,000 nodes),
+// CONSOLIDATION_SHAPES the workloads (default webmix,diverse); BENCH_JSON names the file the
+// rows are written to.
+func BenchmarkConsolidationGrowth(b *testing.B) {
+	sizes := envInts(b, "CONSOLIDATION_PODS", []int{3000, 6000, 15000, 30000})
+	shapes := strings.Split(envOr("CONSOLIDATION_SHAPES", "webmix,diverse"), ",")
+	var rows []growthPoint
+	for _, shape := range shapes {
+		for _, pods := range sizes {
+			b.Run(fmt.Sprintf("%s/%d", shape, pods), func(b *testing.B) {
+				row := growth(b, shape, pods)
+				rows = append(rows, row)
+				b.ReportMetric(float64(row.Nodes), "nodes")
+				b.ReportMetric(row.FirstDecisionSeconds, "first-s")
+				b.ReportMetric(row.LaterPassSeconds, "later-s")
+				b.ReportMetric(row.CostVsFresh, "x-fresh")
+			})
+		}
+	}
+	fmt.Printf("\n%-8s %6s %6s %10s %10s %10s %9s %8s %11s\n", "workload", "nodes", "pods", "first (s)", "later (s)", "max later", "decisions", "x fresh", "moved twice")
+	for _, r := range rows {
+		fmt.Printf("%-8s %6d %6d %10.2f %10.3f %10.3f %9d %8.3f %11d\n", r.Workload, r.Nodes, r.Pods, r.FirstDecisionSeconds, r.LaterPassSeconds, r.MaxLaterPassSeconds, r.Decisions, r.CostVsFresh, r.MovedTwice)
+	}
+	if path := os.Getenv("BENCH_JSON"); path != "" {
+		raw, err := json.MarshalIndent(rows, "", "  ")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(path, append(raw, '\n'), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func growth(b *testing.B, shape string, pods int) growthPoint {
+	s, kept, _ := scaledDown(b, scaleDownCase{shape: shape, from: pods, batch: max(pods/100, 1), keep: func(i int) bool { return i%3 == 0 }})
+	for name, n := range s.nodes {
+		if len(n.node.Pods) == 0 {
+			delete(s.nodes, name)
+		}
+	}
+	row := growthPoint{Workload: shape, Nodes: len(s.nodes), Pods: len(kept)}
+	var later []float64
+	moves := map[string]int{}
+	start := time.Now()
+	limit := envInts(b, "CONSOLIDATION_DECISIONS", []int{5000})[0]
+	for row.Decisions < limit {
+		began := time.Now()
+		d, ok := Decide(s.view(), s.defaultBudget(), DefaultOptions)
+		took := time.Since(began).Seconds()
+		if row.Decisions == 0 {
+			row.FirstDecisionSeconds = took
+		} else {
+			later = append(later, took)
+		}
+		if !ok {
+			break
+		}
+		row.Decisions++
+		s.apply(b, d, moves)
+	}
+	row.ConvergeSecs = time.Since(start).Seconds()
+	slices.Sort(later)
+	if len(later) > 0 {
+		row.LaterPassSeconds = later[len(later)/2]
+		row.MaxLaterPassSeconds = later[len(later)-1]
+	}
+	fresh := packing.Solve(packing.Input{Pods: kept, NodePools: s.in.NodePools})
+	row.CostVsFresh = s.cost() / fresh.PricePerHour()
+	for _, n := range moves {
+		if n > 1 {
+			row.MovedTwice++
+		}
+	}
+	return row
+}
+
+// apply carries out a decision on the cluster in memory: the originals go, their pods land
+// where the decision placed them, and the plan's rest is remembered as the controller does.
+func (s *simCluster) apply(t testing.TB, d Decision, moves map[string]int) {
+	t.Helper()
+	s.rest = map[string]bool{}
+	for _, n := range d.Rest {
+		s.rest[n] = true
+	}
+	for _, o := range d.Originals {
+		for _, p := range o.Pods {
+			moves[p.Name]++
+		}
+		delete(s.nodes, o.Node)
+	}
+	for _, pl := range d.Placements {
+		target := s.nodes[pl.Node.Node.Name]
+		target.holdsMoved = true
+		s.bind(target, pl.Pods)
+	}
+	s.launch(t, movedOnly(d), true)
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func envInts(tb testing.TB, name string, def []int) []int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			tb.Fatalf("%s=%q: %q is not a number", name, v, f)
+		}
+		out = append(out, n)
+	}
+	return out
+}

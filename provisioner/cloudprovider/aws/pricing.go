@@ -36,7 +36,9 @@ func (p *priceBook) price(instanceType, zone, capacityType string) (float64, boo
 }
 
 // onDemandPrices reads Linux, shared-tenancy on-demand prices of the region from the
-// Pricing API.
+// Pricing API. The filters are Karpenter's: without marketoption=OnDemand the capacity
+// blocks of GPU types come too, with the same attributes otherwise, and the last product
+// read for a type would set its price.
 func onDemandPrices(ctx context.Context, client *pricing.Client, region string) (map[string]float64, error) {
 	filter := func(field, value string) pricingtypes.Filter {
 		return pricingtypes.Filter{Type: pricingtypes.FilterTypeTermMatch, Field: aws.String(field), Value: aws.String(value)}
@@ -49,6 +51,7 @@ func onDemandPrices(ctx context.Context, client *pricing.Client, region string) 
 			filter("tenancy", "Shared"),
 			filter("preInstalledSw", "NA"),
 			filter("capacitystatus", "Used"),
+			filter("marketoption", "OnDemand"),
 		},
 		MaxResults: aws.Int32(100),
 	})

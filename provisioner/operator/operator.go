@@ -367,7 +367,7 @@ func newProvider(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, opts O
 		ReservedENIs:            opts.ReservedENIs,
 		UnavailableOfferingsTTL: opts.UnavailableOfferingsTTL,
 		IsolatedVPC:             opts.IsolatedVPC,
-	}, clients, mgr.GetAPIReader(), clk)
+	}, clients, mgr.GetAPIReader(), mgr.GetClient(), clk)
 }
 
 // clusterInfo settles what nodes need to join the cluster: the flags first, then EKS

@@ -139,6 +139,7 @@ type Provider struct {
 	pricing *pricing.Client
 	iam     *iam.Client
 	kube    client.Reader
+	claims  client.Reader
 	clock   clock.Clock
 
 	unavailable *unavailableOfferings
@@ -159,9 +160,8 @@ type Provider struct {
 	// that find nothing cached wait for one read rather than each making their own.
 	refreshMu sync.Mutex
 	classes   map[types.UID]cached[*resolvedClass]
-	// templates holds the launch templates known to exist, by name, with when a launch
-	// last used them.
-	templates map[string]time.Time
+	// templates holds the launch templates known to exist, by name.
+	templates map[string]knownTemplate
 }
 
 var _ cloudprovider.CloudProvider = (*Provider)(nil)
@@ -176,8 +176,9 @@ func (c cached[T]) fresh(now time.Time, ttl time.Duration) bool {
 	return c.valid && now.Sub(c.at) < ttl
 }
 
-// New validates the options and returns a provider. kube reads EC2NodeClasses.
-func New(opts Options, clients Clients, kube client.Reader, clk clock.Clock) (*Provider, error) {
+// New validates the options and returns a provider. kube reads EC2NodeClasses; claims lists
+// the cluster's NodeClaims (the manager's cache), whose launch templates are kept.
+func New(opts Options, clients Clients, kube, claims client.Reader, clk clock.Clock) (*Provider, error) {
 	opts.defaults()
 	if err := opts.validate(); err != nil {
 		return nil, fmt.Errorf("configuring the AWS provider: %w", err)
@@ -187,10 +188,10 @@ func New(opts Options, clients Clients, kube client.Reader, clk clock.Clock) (*P
 	}
 	p := &Provider{
 		opts: opts, ec2: clients.EC2, ssm: clients.SSM, pricing: clients.Pricing, iam: clients.IAM,
-		kube: kube, clock: clk,
+		kube: kube, claims: claims, clock: clk,
 		unavailable: newUnavailableOfferings(clk, opts.UnavailableOfferingsTTL),
 		classes:     map[types.UID]cached[*resolvedClass]{},
-		templates:   map[string]time.Time{},
+		templates:   map[string]knownTemplate{},
 	}
 	p.describe = newIDBatcher(clk, p.describeInstances)
 	p.terminate = newIDBatcher(clk, p.terminateInstances)

@@ -379,11 +379,11 @@ func TestRetriedCreateFleetReturnsTheSameInstance(t *testing.T) {
 	var ids []string
 	// As after a crash before the instance was tagged visibly: the same request again.
 	for range 2 {
-		id, _, err := h.newProvider(t, h.clock).createFleet(ctx, nc, lc.class, lc.resolved, karpv1.CapacityTypeOnDemand, candidates)
+		fleet, err := h.newProvider(t, h.clock).createFleet(ctx, nc, lc.class, lc.resolved, karpv1.CapacityTypeOnDemand, candidates)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, id)
+		ids = append(ids, fleet.instanceID)
 	}
 	if ids[0] == "" || ids[0] != ids[1] || len(h.endpoint.Instances()) != 1 {
 		t.Errorf("two CreateFleet calls for one NodeClaim launched %v (%d instances), want one instance twice", ids, len(h.endpoint.Instances()))

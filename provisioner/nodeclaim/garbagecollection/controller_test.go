@@ -94,7 +94,7 @@ func newFixture(t *testing.T) *fixture {
 		Cluster:           aws.ClusterInfo{Name: cluster, Endpoint: "https://127.0.0.1:6443", CABundle: "Y2E=", ServiceCIDR: "10.100.0.0/16"},
 		Region:            "us-east-1",
 		KubernetesVersion: "1.34",
-	}, clients, kube, clock.RealClock{}) // its batching windows are short real waits
+	}, clients, kube, kube, clock.RealClock{}) // its batching windows are short real waits
 	if err != nil {
 		t.Fatal(err)
 	}

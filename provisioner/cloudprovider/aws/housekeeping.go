@@ -20,17 +20,24 @@ const housekeepingPeriod = time.Minute
 
 // Start refreshes the catalog and prices and garbage-collects launch templates every
 // housekeeping period until ctx ends, so that planning finds prices fresh and templates of
-// past AMIs, user data or classes do not pile up. It implements manager.Runnable.
+// past AMIs, user data or classes do not pile up. A collection that fails is tried again
+// after a wait that doubles up to five minutes. It implements manager.Runnable.
 func (p *Provider) Start(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithName("aws")
 	for {
 		if _, _, err := p.catalogAndPrices(ctx); err != nil {
 			logger.Error(err, "Failed to read the instance catalog and prices")
 		}
-		if deleted, err := p.GarbageCollectLaunchTemplates(ctx); err != nil {
-			logger.Error(err, "Failed to garbage-collect launch templates")
-		} else if len(deleted) > 0 {
-			logger.Info("Deleted unused launch templates", "launchTemplates", deleted)
+		if p.refreshFailures.Wait(failureTemplateCollection, "") == 0 {
+			if deleted, err := p.GarbageCollectLaunchTemplates(ctx); err != nil {
+				wait := p.refreshFailures.Failed(failureTemplateCollection, "")
+				logger.Error(err, "Failed to garbage-collect launch templates", "retryIn", wait.String())
+			} else {
+				p.refreshFailures.Forget(failureTemplateCollection)
+				if len(deleted) > 0 {
+					logger.Info("Deleted unused launch templates", "launchTemplates", deleted)
+				}
+			}
 		}
 		select {
 		case <-ctx.Done():

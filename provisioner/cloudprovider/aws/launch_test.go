@@ -507,11 +507,11 @@ func TestStalePricesRefreshInTheBackground(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for h.endpoint.RequestCounts()["DescribeSpotPriceHistory"] < retryMaxAttempts && time.Now().Before(deadline) {
+	for h.endpoint.RequestCounts()["DescribeSpotPriceHistory"] < backgroundReadAttempts && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
-	if got := h.endpoint.RequestCounts()["DescribeSpotPriceHistory"]; got != retryMaxAttempts {
-		t.Errorf("%d DescribeSpotPriceHistory requests in the background, want %d attempts", got, retryMaxAttempts)
+	if got := h.endpoint.RequestCounts()["DescribeSpotPriceHistory"]; got != backgroundReadAttempts {
+		t.Errorf("%d DescribeSpotPriceHistory requests in the background, want %d attempts", got, backgroundReadAttempts)
 	}
 	if got := h.provider.PriceSources().Spot; got != PriceSourceAPI {
 		t.Errorf("spot price source %q after a failed refresh, want the cached %q", got, PriceSourceAPI)

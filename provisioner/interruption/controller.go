@@ -57,10 +57,12 @@ const (
 	ActionNone = "NoAction"
 )
 
-// errorBackoff bounds the wait after a failed receive.
+// errorBackoff bounds the wait after a failed receive, which doubles with each failure: a
+// passing failure costs a second, a queue that keeps failing (deleted, access denied) is
+// asked once every five minutes rather than twice a minute.
 const (
 	minErrorBackoff = time.Second
-	maxErrorBackoff = 30 * time.Second
+	maxErrorBackoff = 5 * time.Minute
 )
 
 // Options configure the controller.

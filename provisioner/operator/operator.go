@@ -169,6 +169,10 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err := mgr.Add(provider); err != nil {
 		return fmt.Errorf("adding the AWS provider's housekeeping: %w", err)
 	}
+	// Every replica reads the catalog, so that readiness says it could plan.
+	if err := mgr.Add(alwaysRunnable(provider.LoadCatalog)); err != nil {
+		return fmt.Errorf("adding the catalog load: %w", err)
+	}
 	recorder := mgr.GetEventRecorderFor("tailor-provisioner")
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -208,7 +212,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		expiration.NewController(mgr.GetClient(), recorder, clk),
 		drift.NewController(mgr.GetClient()),
 		nominations,
-		nodeclass.NewController(mgr.GetClient(), provider),
+		nodeclass.NewController(mgr.GetClient(), provider, clk),
 		nodepool.NewController(mgr.GetClient(), recorder),
 	} {
 		if err := c.Register(mgr); err != nil {
@@ -248,7 +252,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding health check: %w", err)
 	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+	if err := mgr.AddReadyzCheck("catalog", provider.CatalogReady); err != nil {
 		return fmt.Errorf("adding readiness check: %w", err)
 	}
 	logger.Info("starting provisioner", "cluster", opts.ClusterName, "socket", opts.SocketPath)
@@ -367,7 +371,7 @@ func newProvider(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, opts O
 		ReservedENIs:            opts.ReservedENIs,
 		UnavailableOfferingsTTL: opts.UnavailableOfferingsTTL,
 		IsolatedVPC:             opts.IsolatedVPC,
-	}, clients, mgr.GetAPIReader(), clk)
+	}, clients, mgr.GetAPIReader(), mgr.GetClient(), clk)
 }
 
 // clusterInfo settles what nodes need to join the cluster: the flags first, then EKS

@@ -64,7 +64,7 @@ func (p *Provisioner) input(ctx context.Context, sel NodePoolSelector, pods []*c
 		its, err := p.instanceTypes.InstanceTypes(ctx, np)
 		if err != nil {
 			if cloudprovider.IsNodeClassNotReadyError(err) {
-				notReady[np.Name] = err.Error()
+				notReady[np.Name] = cloudprovider.Message(err)
 				continue
 			}
 			return in, nil, fmt.Errorf("listing instance types of NodePool %s: %w", np.Name, err)

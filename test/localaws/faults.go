@@ -3,8 +3,10 @@ package localaws
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -43,6 +45,25 @@ type Faults struct {
 	// NeverRegisterNext is how many of the next instances launched never register a Node,
 	// as when a node fails to join; it counts down with each launch.
 	NeverRegisterNext int `json:"neverRegisterNext"`
+	// FailActions answers every request of these actions with an error, as a persistent
+	// failure does (a missing permission, an outage): e.g. {"GetProducts": {"code":
+	// "InternalErrorException", "status": 500}}. Requests are counted before they fail.
+	FailActions map[string]ActionFailure `json:"failActions,omitempty"`
+}
+
+// codeUnauthorized is EC2's error code for a request IAM denies.
+const codeUnauthorized = "UnauthorizedOperation"
+
+// ActionFailure is the error FailActions answers an action with.
+type ActionFailure struct {
+	// Code is the error code, such as UnauthorizedOperation or InternalErrorException. An
+	// UnauthorizedOperation message ends with an encoded authorization failure message
+	// that differs on every request, as EC2's does.
+	Code string `json:"code"`
+	// Message is the error message; empty means one that names the action.
+	Message string `json:"message,omitempty"`
+	// Status is the HTTP status, 400 to 599; zero means 400.
+	Status int `json:"status,omitempty"`
 }
 
 // Duration is a time.Duration written in JSON as Go writes durations ("1.5s").
@@ -76,6 +97,14 @@ func (f *Faults) validate() error {
 	case f.NeverRegisterNext < 0:
 		return fmt.Errorf("neverRegisterNext must not be negative, got %d", f.NeverRegisterNext)
 	}
+	for action, failure := range f.FailActions {
+		if failure.Code == "" {
+			return fmt.Errorf("failActions[%s] needs a code", action)
+		}
+		if failure.Status != 0 && (failure.Status < 400 || failure.Status > 599) {
+			return fmt.Errorf("failActions[%s].status must be 400 to 599, got %d", action, failure.Status)
+		}
+	}
 	return nil
 }
 
@@ -96,6 +125,7 @@ func (s *Server) Faults() Faults {
 	defer s.faults.mu.Unlock()
 	f := s.faults.faults
 	f.ThrottleActions = slices.Clone(f.ThrottleActions)
+	f.FailActions = maps.Clone(f.FailActions)
 	return f
 }
 
@@ -130,7 +160,8 @@ func (s *Server) ResetRequestCounts() {
 	s.faults.requests = nil
 }
 
-// admit counts a request and returns the throttling error to answer it with, or nil.
+// admit counts a request and returns the error to answer it with (the action's failure or
+// throttling), or nil.
 func (s *Server) admit(action, throttleCode string) *apiError {
 	s.faults.mu.Lock()
 	defer s.faults.mu.Unlock()
@@ -139,6 +170,9 @@ func (s *Server) admit(action, throttleCode string) *apiError {
 	}
 	s.faults.requests[action]++
 	f := &s.faults.faults
+	if failure, ok := f.FailActions[action]; ok {
+		return failure.apiError(action, s.faults.requests[action])
+	}
 	if f.ThrottleRate == 0 || (len(f.ThrottleActions) > 0 && !slices.Contains(f.ThrottleActions, action)) {
 		return nil
 	}
@@ -148,6 +182,18 @@ func (s *Server) admit(action, throttleCode string) *apiError {
 	}
 	s.faults.throttleDebt--
 	return &apiError{code: throttleCode, message: "Request limit exceeded.", status: http.StatusServiceUnavailable}
+}
+
+// apiError is the error answering the nth request of the action.
+func (f ActionFailure) apiError(action string, n int) *apiError {
+	message := f.Message
+	if message == "" {
+		message = "The local endpoint fails every " + action + " request."
+	}
+	if f.Code == codeUnauthorized {
+		message += " Encoded authorization failure message: " + hexDigits(48, "denied", action, strconv.Itoa(n))
+	}
+	return &apiError{code: f.Code, message: message, status: f.Status}
 }
 
 // launchLatency returns how long CreateFleet takes to answer.

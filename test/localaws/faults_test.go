@@ -9,7 +9,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/pricing"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 )
@@ -113,6 +116,39 @@ func TestRequestCountsCountEveryRequestPerAction(t *testing.T) {
 	status, _ := adminRequest(t, h, http.MethodDelete, "/_admin/requests", "")
 	require.Equal(t, http.StatusOK, status)
 	require.Empty(t, requestCounts(t, h))
+}
+
+func TestFailActionsAnswerEveryRequestOfTheActionWithItsError(t *testing.T) {
+	h := newHarness(t, Options{})
+	patchFaults(t, h, `{"failActions":{"DescribeInstances":{"code":"UnauthorizedOperation","message":"You are not authorized to perform this operation."},"GetProducts":{"code":"InternalErrorException","status":500}}}`)
+	noRetry := func(o *ec2.Options) { o.Retryer = aws.NopRetryer{} }
+	var messages []string
+	for range 2 {
+		_, err := h.ec2.DescribeInstances(h.ctx, &ec2.DescribeInstancesInput{}, noRetry)
+		var apiErr smithy.APIError
+		require.ErrorAs(t, err, &apiErr)
+		require.Equal(t, "UnauthorizedOperation", apiErr.ErrorCode())
+		require.Contains(t, apiErr.ErrorMessage(), "You are not authorized to perform this operation. Encoded authorization failure message: ")
+		messages = append(messages, apiErr.ErrorMessage())
+	}
+	require.NotEqual(t, messages[0], messages[1], "the encoded authorization failure message differs per request")
+
+	_, err := h.pricing.GetProducts(h.ctx, &pricing.GetProductsInput{ServiceCode: aws.String("AmazonEC2")}, func(o *pricing.Options) { o.Retryer = aws.NopRetryer{} })
+	require.Equal(t, "InternalErrorException", errorCode(t, err))
+	var respErr *smithyhttp.ResponseError
+	require.ErrorAs(t, err, &respErr)
+	require.Equal(t, http.StatusInternalServerError, respErr.HTTPStatusCode())
+
+	// Other actions answer as usual.
+	_, err = h.ec2.DescribeSubnets(h.ctx, &ec2.DescribeSubnetsInput{})
+	require.NoError(t, err)
+	if diff := cmp.Diff(map[string]int{"DescribeInstances": 2, "GetProducts": 1, "DescribeSubnets": 1}, requestCounts(t, h)); diff != "" {
+		t.Errorf("request counts (-want +got):\n%s", diff)
+	}
+	for _, bad := range []string{`{"failActions":{"CreateFleet":{}}}`, `{"failActions":{"CreateFleet":{"code":"X","status":200}}}`} {
+		status, _ := adminRequest(t, h, http.MethodPatch, "/_admin/faults", bad)
+		require.Equal(t, http.StatusBadRequest, status, bad)
+	}
 }
 
 func TestPartialFleetFulfilment(t *testing.T) {

@@ -3,6 +3,7 @@ package localaws
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"strconv"
 	"strings"
@@ -38,7 +39,18 @@ var instanceFamilies = map[string]string{
 	"f": "FPGA Instances", "vt": "Media Accelerator Instances",
 }
 
-// product is one Price List product: a Linux, shared-tenancy, on-demand instance type.
+// capacityBlockCategories are the catalog categories that EC2 Capacity Blocks for ML sell.
+var capacityBlockCategories = map[string]bool{"p": true, "trn": true}
+
+// marketNames are how price descriptions name each marketoption.
+var marketNames = map[string]string{"OnDemand": "On Demand", "CapacityBlock": "Capacity Block"}
+
+// capacityBlockPriceRatio sets a capacity block's hourly price apart from its type's
+// on-demand price, so that a price lookup that lets capacity blocks in shows it.
+const capacityBlockPriceRatio = 0.45
+
+// product is one Price List product: a Linux, shared-tenancy instance type, sold on demand
+// (marketoption OnDemand) or as a capacity block (CapacityBlock).
 type product struct {
 	sku        string
 	attributes map[string]string
@@ -99,7 +111,10 @@ type priceDimension struct {
 	PricePerUnit map[string]string `json:"pricePerUnit"`
 }
 
-// buildProducts describes every catalog type as a Price List product.
+// buildProducts describes every catalog type as a Price List product, and the types that
+// Capacity Blocks for ML sell once more as capacity-block products: same attributes but
+// marketoption CapacityBlock, a price of their own, listed right after the on-demand one.
+// Only the marketoption filter tells them apart, as in the AWS price list.
 func (s *Server) buildProducts() []product {
 	location, ok := regionNames[s.region]
 	if !ok {
@@ -153,6 +168,16 @@ func (s *Server) buildProducts() []product {
 			price:      t.OnDemandPricePerHour,
 			typeName:   t.Name,
 		})
+		if capacityBlockCategories[t.Category] {
+			block := maps.Clone(attrs)
+			block["marketoption"] = "CapacityBlock"
+			out = append(out, product{
+				sku:        strings.ToUpper(hexDigits(16, "sku", s.region, t.Name, "capacity-block")),
+				attributes: block,
+				price:      math.Round(t.OnDemandPricePerHour*capacityBlockPriceRatio*10000) / 10000,
+				typeName:   t.Name,
+			})
+		}
 	}
 	return out
 }
@@ -274,7 +299,7 @@ func (s *Server) priceDocument(p product) priceDocument {
 						rateKey: {
 							Unit:         "Hrs",
 							EndRange:     "Inf",
-							Description:  fmt.Sprintf("$%s per On Demand Linux %s Instance Hour", strconv.FormatFloat(p.price, 'f', -1, 64), p.typeName),
+							Description:  fmt.Sprintf("$%s per %s Linux %s Instance Hour", strconv.FormatFloat(p.price, 'f', -1, 64), marketNames[p.attributes["marketoption"]], p.typeName),
 							AppliesTo:    []string{},
 							RateCode:     rateKey,
 							BeginRange:   "0",

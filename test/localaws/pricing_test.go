@@ -24,6 +24,7 @@ func linuxFilters() []pricingtypes.Filter {
 		termMatch("tenancy", "Shared"),
 		termMatch("preInstalledSw", "NA"),
 		termMatch("capacitystatus", "Used"),
+		termMatch("marketoption", "OnDemand"),
 	}
 }
 
@@ -99,6 +100,55 @@ func TestGetProducts(t *testing.T) {
 			require.Equal(t, "aws_v1", aws.ToString(out.FormatVersion))
 			if diff := cmp.Diff(tt.want, onDemandPrices(t, out.PriceList)); diff != "" {
 				t.Errorf("prices (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestGetProductsListsCapacityBlocksApartByMarketOption(t *testing.T) {
+	h := newHarness(t, Options{})
+	tests := []struct {
+		name    string
+		filters []pricingtypes.Filter
+		want    map[string]string
+	}{
+		{
+			name:    "on demand",
+			filters: append(linuxFilters(), termMatch("instanceType", "p5.48xlarge")),
+			want:    map[string]string{"OnDemand": "55.0400000000"},
+		},
+		{
+			name:    "capacity blocks",
+			filters: []pricingtypes.Filter{termMatch("marketoption", "CapacityBlock"), termMatch("instanceType", "p5.48xlarge")},
+			want:    map[string]string{"CapacityBlock": "24.7680000000"},
+		},
+		{
+			name:    "without the marketoption filter",
+			filters: append(linuxFilters()[:5], termMatch("instanceType", "p5.48xlarge")),
+			want:    map[string]string{"OnDemand": "55.0400000000", "CapacityBlock": "24.7680000000"},
+		},
+		{
+			name:    "a type no capacity block sells",
+			filters: []pricingtypes.Filter{termMatch("marketoption", "CapacityBlock"), termMatch("instanceType", "m5.large")},
+			want:    map[string]string{},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := h.pricing.GetProducts(h.ctx, &pricing.GetProductsInput{ServiceCode: aws.String("AmazonEC2"), Filters: tt.filters})
+			require.NoError(t, err)
+			got := map[string]string{}
+			for _, doc := range out.PriceList {
+				var product struct {
+					Product struct {
+						Attributes map[string]string `json:"attributes"`
+					} `json:"product"`
+				}
+				require.NoError(t, json.Unmarshal([]byte(doc), &product))
+				got[product.Product.Attributes["marketoption"]] = onDemandPrices(t, []string{doc})["p5.48xlarge"]
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("prices by marketoption (-want +got):\n%s", diff)
 			}
 		})
 	}

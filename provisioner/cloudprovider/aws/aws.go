@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -25,8 +27,24 @@ import (
 
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/backoff"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/transport"
+)
+
+// Keys of the provider's periodic work in refreshFailures, besides the kinds of prices.
+const (
+	failureCatalog            = "instance-types"
+	failureTemplateCollection = "launch-templates"
+)
+
+// Reads of prices: the first, on which planning waits, makes one attempt of each request
+// within firstPriceReadTimeout and falls back to the embedded prices at once when it fails;
+// later ones run in the background with a few attempts, and after a failure wait for
+// refreshFailures before the next.
+const (
+	firstPriceReadTimeout  = 10 * time.Second
+	backgroundReadAttempts = 3
 )
 
 // Options configure the provider.
@@ -139,6 +157,7 @@ type Provider struct {
 	pricing *pricing.Client
 	iam     *iam.Client
 	kube    client.Reader
+	claims  client.Reader
 	clock   clock.Clock
 
 	unavailable *unavailableOfferings
@@ -159,9 +178,19 @@ type Provider struct {
 	// that find nothing cached wait for one read rather than each making their own.
 	refreshMu sync.Mutex
 	classes   map[types.UID]cached[*resolvedClass]
-	// templates holds the launch templates known to exist, by name, with when a launch
-	// last used them.
-	templates map[string]time.Time
+	// classErrors are the last failed resolution of each class, returned until the wait
+	// of failures passes, so that planning and launches do not resolve a broken class
+	// each time.
+	classErrors map[types.UID]error
+	// failures space out the resolutions of classes that fail, by UID.
+	failures *backoff.Failures
+	// refreshFailures space out the reads of the catalog, prices and launch templates that
+	// fail, by failureCatalog, kindOnDemand, kindSpot and failureTemplateCollection.
+	refreshFailures *backoff.Failures
+	// catalogErr is why the catalog could not be read, while it never was.
+	catalogErr error
+	// templates holds the launch templates known to exist, by name.
+	templates map[string]knownTemplate
 }
 
 var _ cloudprovider.CloudProvider = (*Provider)(nil)
@@ -176,8 +205,9 @@ func (c cached[T]) fresh(now time.Time, ttl time.Duration) bool {
 	return c.valid && now.Sub(c.at) < ttl
 }
 
-// New validates the options and returns a provider. kube reads EC2NodeClasses.
-func New(opts Options, clients Clients, kube client.Reader, clk clock.Clock) (*Provider, error) {
+// New validates the options and returns a provider. kube reads EC2NodeClasses; claims lists
+// the cluster's NodeClaims (the manager's cache), whose launch templates are kept.
+func New(opts Options, clients Clients, kube, claims client.Reader, clk clock.Clock) (*Provider, error) {
 	opts.defaults()
 	if err := opts.validate(); err != nil {
 		return nil, fmt.Errorf("configuring the AWS provider: %w", err)
@@ -187,10 +217,13 @@ func New(opts Options, clients Clients, kube client.Reader, clk clock.Clock) (*P
 	}
 	p := &Provider{
 		opts: opts, ec2: clients.EC2, ssm: clients.SSM, pricing: clients.Pricing, iam: clients.IAM,
-		kube: kube, clock: clk,
-		unavailable: newUnavailableOfferings(clk, opts.UnavailableOfferingsTTL),
-		classes:     map[types.UID]cached[*resolvedClass]{},
-		templates:   map[string]time.Time{},
+		kube: kube, claims: claims, clock: clk,
+		unavailable:     newUnavailableOfferings(clk, opts.UnavailableOfferingsTTL),
+		classes:         map[types.UID]cached[*resolvedClass]{},
+		classErrors:     map[types.UID]error{},
+		failures:        backoff.New(clk, backoff.DefaultInitial, backoff.DefaultMax),
+		refreshFailures: backoff.New(clk, housekeepingPeriod, backoff.DefaultMax),
+		templates:       map[string]knownTemplate{},
 	}
 	p.describe = newIDBatcher(clk, p.describeInstances)
 	p.terminate = newIDBatcher(clk, p.terminateInstances)
@@ -264,21 +297,35 @@ func (p *Provider) nodeClass(ctx context.Context, ref *karpv1.NodeClassReference
 	return class, nil
 }
 
-// resolved returns the class's resolved selectors, resolving them when stale.
+// resolved returns the class's resolved selectors, resolving them when stale. A class that
+// failed to resolve returns the same error, without asking AWS, until a wait that doubles
+// with each failure has passed or its spec changed.
 func (p *Provider) resolved(ctx context.Context, class *awsv1.EC2NodeClass) (*resolvedClass, error) {
+	version := strconv.FormatInt(class.Generation, 10)
 	p.mu.Lock()
 	c, ok := p.classes[class.UID]
+	lastErr := p.classErrors[class.UID]
 	p.mu.Unlock()
 	now := p.clock.Now()
 	if ok && c.fresh(now, p.opts.NodeClassTTL) {
 		return c.value, nil
 	}
+	if lastErr != nil && p.failures.Wait(string(class.UID), version) > 0 {
+		return nil, lastErr
+	}
 	r, err := p.resolveClass(ctx, class)
 	if err != nil {
-		return nil, cloudprovider.NewNodeClassNotReadyError(fmt.Errorf("EC2NodeClass %q: %w", class.Name, err))
+		err = cloudprovider.NewNodeClassNotReadyError(fmt.Errorf("EC2NodeClass %q: %w", class.Name, err))
+		p.failures.Failed(string(class.UID), version)
+		p.mu.Lock()
+		p.classErrors[class.UID] = err
+		p.mu.Unlock()
+		return nil, err
 	}
+	p.failures.Forget(string(class.UID))
 	p.mu.Lock()
 	p.classes[class.UID] = cached[*resolvedClass]{value: r, at: now, valid: true}
+	delete(p.classErrors, class.UID)
 	p.mu.Unlock()
 	return r, nil
 }
@@ -305,14 +352,16 @@ func (p *Provider) ResolveNodeClass(ctx context.Context, class *awsv1.EC2NodeCla
 }
 
 // catalogAndPrices returns the instance catalog and current prices. Only the first call
-// waits for AWS; later ones return what is cached at once and refresh what is stale in the
-// background, so planning never waits on the Pricing or EC2 APIs.
+// waits for AWS, and for on-demand prices at most one attempt within firstPriceReadTimeout;
+// later ones return what is cached at once and refresh what is stale in the background, so
+// planning never waits on the Pricing or EC2 APIs. A catalog that could not be read returns
+// the same error until the wait after the failure has passed.
 func (p *Provider) catalogAndPrices(ctx context.Context) (map[string]*catalogEntry, *priceBook, error) {
 	p.mu.Lock()
-	ready := p.catalog.valid && p.onDemand.valid && p.spot.valid
+	ready := p.readyLocked()
 	if ready {
 		defer p.mu.Unlock()
-		if p.stale(p.clock.Now()) && !p.refreshing {
+		if p.staleLocked(p.clock.Now()) && !p.refreshing {
 			p.refreshing = true
 			go func() {
 				p.refreshMu.Lock()
@@ -326,22 +375,80 @@ func (p *Provider) catalogAndPrices(ctx context.Context) (map[string]*catalogEnt
 	p.refreshMu.Lock()
 	defer p.refreshMu.Unlock()
 	p.mu.Lock()
-	ready = p.catalog.valid && p.onDemand.valid && p.spot.valid
+	ready = p.readyLocked()
+	lastErr := p.catalogErr
 	p.mu.Unlock()
 	if !ready {
+		if lastErr != nil && p.refreshFailures.Wait(failureCatalog, "") > 0 {
+			return nil, nil, lastErr
+		}
 		if err := p.refreshLocked(ctx); err != nil {
 			return nil, nil, err
 		}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if !p.readyLocked() {
+		return nil, nil, errors.New("the instance catalog and prices are not read yet")
+	}
 	return p.catalog.value, &priceBook{onDemand: p.onDemand.value, spot: p.spot.value}, nil
 }
 
-// stale reports whether a part of the catalog or prices is due for a refresh. p.mu must be
-// held.
-func (p *Provider) stale(now time.Time) bool {
-	return !p.catalog.fresh(now, p.opts.CatalogTTL) || !p.onDemand.fresh(now, p.opts.CatalogTTL) || !p.spot.fresh(now, p.opts.SpotPriceTTL)
+// readyLocked reports whether the catalog and prices can be planned with. p.mu must be held.
+func (p *Provider) readyLocked() bool {
+	return p.catalog.valid && p.onDemand.valid && p.spot.valid
+}
+
+// CatalogReady is a readiness check (healthz.Checker): it fails until the instance catalog
+// and prices can be planned with, so a replica is not reported ready before it could plan.
+// LoadCatalog reads them on every replica.
+func (p *Provider) CatalogReady(*http.Request) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.readyLocked() {
+		return errors.New("the instance catalog and prices are not read yet")
+	}
+	return nil
+}
+
+// LoadCatalog reads the instance catalog and prices until they can be planned with or ctx
+// ends, waiting after each failure as long as the failure's wait; it returns nil either
+// way. Run on every replica, it makes CatalogReady true without waiting for leadership.
+func (p *Provider) LoadCatalog(ctx context.Context) error {
+	logger := klog.FromContext(ctx).WithName("aws")
+	for {
+		_, _, err := p.catalogAndPrices(ctx)
+		if err == nil {
+			return nil
+		}
+		wait := max(p.refreshFailures.Wait(failureCatalog, ""), time.Second)
+		logger.Error(err, "Failed to read the instance catalog", "retryIn", wait.String())
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-p.clock.After(wait):
+		}
+	}
+}
+
+// staleLocked reports whether a part of the catalog or prices is due for a refresh. p.mu
+// must be held.
+func (p *Provider) staleLocked(now time.Time) bool {
+	catalog, onDemand, spot := p.dueLocked(now)
+	return catalog || onDemand || spot
+}
+
+// dueLocked reports which parts of the catalog and prices are to be read again: those older
+// than their TTL, and prices that fell back to the embedded catalog when AWS failed; either
+// not before the wait after a failed read has passed. p.mu must be held.
+func (p *Provider) dueLocked(now time.Time) (catalog, onDemand, spot bool) {
+	due := func(key string, fresh, fallback bool) bool {
+		return (!fresh || fallback) && p.refreshFailures.Wait(key, "") == 0
+	}
+	catalog = due(failureCatalog, p.catalog.fresh(now, p.opts.CatalogTTL), false)
+	onDemand = due(kindOnDemand, p.onDemand.fresh(now, p.opts.CatalogTTL), p.sources.OnDemand == PriceSourceEmbedded && !p.opts.IsolatedVPC)
+	spot = due(kindSpot, p.spot.fresh(now, p.opts.SpotPriceTTL), p.sources.Spot == PriceSourceEmbedded)
+	return catalog, onDemand, spot
 }
 
 // refreshLocked reads what is stale of the catalog and prices from AWS, without holding p.mu
@@ -351,9 +458,8 @@ func (p *Provider) stale(now time.Time) bool {
 func (p *Provider) refreshLocked(ctx context.Context) error {
 	now := p.clock.Now()
 	p.mu.Lock()
-	needCatalog := !p.catalog.fresh(now, p.opts.CatalogTTL)
-	needOnDemand := !p.onDemand.fresh(now, p.opts.CatalogTTL)
-	needSpot := !p.spot.fresh(now, p.opts.SpotPriceTTL)
+	needCatalog, needOnDemand, needSpot := p.dueLocked(now)
+	firstOnDemand, firstSpot := !p.onDemand.valid, !p.spot.valid
 	p.mu.Unlock()
 	defer func() {
 		p.mu.Lock()
@@ -367,13 +473,18 @@ func (p *Provider) refreshLocked(ctx context.Context) error {
 		p.mu.Lock()
 		if err == nil {
 			p.catalog = cached[map[string]*catalogEntry]{value: entries, at: now, valid: true}
+			p.catalogErr = nil
 			refreshedMetric.WithLabelValues("instance-types").SetToCurrentTime()
 		} else if !p.catalog.valid {
+			p.catalogErr = err
 			errs = append(errs, err)
 		}
 		p.mu.Unlock()
 		if err != nil {
-			logger.Error(err, "Failed to refresh the instance catalog")
+			wait := p.refreshFailures.Failed(failureCatalog, "")
+			logger.Error(err, "Failed to refresh the instance catalog", "retryIn", wait.String())
+		} else {
+			p.refreshFailures.Forget(failureCatalog)
 		}
 	}
 	if needOnDemand && p.opts.IsolatedVPC {
@@ -383,7 +494,7 @@ func (p *Provider) refreshLocked(ctx context.Context) error {
 		p.setSourceLocked(kindOnDemand, PriceSourceEmbedded)
 		p.mu.Unlock()
 	} else if needOnDemand {
-		prices, err := onDemandPrices(ctx, p.pricing, p.opts.Region)
+		prices, err := p.readOnDemandPrices(ctx, firstOnDemand)
 		p.setPrices(ctx, kindOnDemand, err, func(fallback bool) {
 			if fallback {
 				prices = embeddedPrices().onDemand
@@ -392,7 +503,12 @@ func (p *Provider) refreshLocked(ctx context.Context) error {
 		})
 	}
 	if needSpot {
-		prices, err := spotPrices(ctx, p.ec2, now)
+		// The first read has the client's retries: EC2 answers the catalog's reads too.
+		attempts := backgroundReadAttempts
+		if firstSpot {
+			attempts = 0
+		}
+		prices, err := spotPrices(ctx, p.ec2, now, attempts)
 		p.setPrices(ctx, kindSpot, err, func(fallback bool) {
 			if fallback {
 				prices = embeddedPrices().spot
@@ -401,4 +517,16 @@ func (p *Provider) refreshLocked(ctx context.Context) error {
 		})
 	}
 	return errors.Join(errs...)
+}
+
+// readOnDemandPrices reads on-demand prices from the Pricing API: the first time with one
+// attempt within firstPriceReadTimeout, since planning waits for it and the embedded prices
+// stand in when it fails; later, in the background, with backgroundReadAttempts.
+func (p *Provider) readOnDemandPrices(ctx context.Context, first bool) (map[string]float64, error) {
+	if !first {
+		return onDemandPrices(ctx, p.pricing, p.opts.Region, backgroundReadAttempts)
+	}
+	ctx, cancel := context.WithTimeout(ctx, firstPriceReadTimeout)
+	defer cancel()
+	return onDemandPrices(ctx, p.pricing, p.opts.Region, 1)
 }

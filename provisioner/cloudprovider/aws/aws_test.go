@@ -39,7 +39,7 @@ type harness struct {
 	url      string
 	clock    *clocktesting.FakeClock
 	cfg      aws.Config
-	kube     client.Reader
+	kube     client.Client
 }
 
 // newHarness starts the endpoint on a fake clock, with a provider on the real clock.
@@ -81,6 +81,9 @@ func newHarnessWithClock(t *testing.T, fakeProviderClock bool) *harness {
 	if err := awsv1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
+	if err := karpv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
 	kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(class).Build()
 	h := &harness{endpoint: endpoint, url: srv.URL, clock: clk, cfg: cfg, kube: kube}
 	var providerClock clock.Clock = clock.RealClock{}
@@ -98,7 +101,7 @@ func (h *harness) newProvider(t *testing.T, clk clock.Clock) *Provider {
 		Cluster:           ClusterInfo{Name: testCluster, Endpoint: "https://127.0.0.1:6443", CABundle: "Y2E=", ServiceCIDR: "10.100.0.0/16"},
 		Region:            "us-east-1",
 		KubernetesVersion: "1.34",
-	}, NewClients(h.cfg), h.kube, clk)
+	}, NewClients(h.cfg), h.kube, h.kube, clk)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,11 +31,21 @@ const maxOverrides = 150
 // errors of the previous ones left.
 const maxLaunchAttempts = 4
 
+// launchTemplateNotFoundCodes are CreateFleet's errors, of the request or of an override,
+// for a launch template that does not exist (any more): deleted outside Tailor, or by the
+// clean-up of a replica that did not know it was used.
+var launchTemplateNotFoundCodes = map[string]bool{
+	"InvalidLaunchTemplateName.NotFoundException": true,
+	"InvalidLaunchTemplateId.NotFound":            true,
+}
+
 // Create launches one instance for the NodeClaim: spot when the NodeClaim allows it and a
 // spot offering is available, on-demand otherwise or once no spot offering is left. An
 // instance already tagged for the NodeClaim (launched before a crash) is adopted instead.
 // Offerings that report capacity errors are marked unavailable and the launch retried at
-// once with the others.
+// once with the others. A launch template that CreateFleet does not find is forgotten and
+// created again for one more attempt. The NodeClaim returned names its instance's launch
+// template (awsv1.LaunchTemplateAnnotationKey), which template clean-up keeps.
 func (p *Provider) Create(ctx context.Context, nodeClaim *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
 	lc, err := p.launchContext(ctx, nodeClaim.Spec.NodeClassRef)
 	if err != nil {
@@ -45,7 +55,7 @@ func (p *Provider) Create(ctx context.Context, nodeClaim *karpv1.NodeClaim) (*ka
 		return nil, err
 	} else if inst != nil {
 		klog.FromContext(ctx).Info("Adopting the instance already launched for the NodeClaim", "nodeClaim", klog.KObj(nodeClaim), "instance", aws.ToString(inst.InstanceId))
-		return p.toNodeClaim(inst, lc.entries, lc.class), nil
+		return p.adopted(nodeClaim, inst, lc), nil
 	}
 	candidates := allowedOfferings(nodeClaim, lc.types)
 	if len(candidates) == 0 {
@@ -53,36 +63,49 @@ func (p *Provider) Create(ctx context.Context, nodeClaim *karpv1.NodeClaim) (*ka
 	}
 	var failures []string
 	excluded := map[offeringKey]bool{}
+	recreated := false
 	for attempt := 0; attempt < maxLaunchAttempts; attempt++ {
 		capacityType, chosen := nextCapacityType(candidates, excluded)
 		if len(chosen) == 0 {
 			break
 		}
-		instanceID, fleetErrs, err := p.createFleet(ctx, nodeClaim, lc.class, lc.resolved, capacityType, chosen)
+		fleet, err := p.createFleet(ctx, nodeClaim, lc.class, lc.resolved, capacityType, chosen)
+		if isLaunchTemplateNotFound(err) && !recreated {
+			// createFleet forgot the templates: the next attempt creates them again.
+			recreated = true
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
 		before := len(excluded)
-		for _, e := range fleetErrs {
+		templateGone := false
+		for _, e := range fleet.errors {
 			// Pools that failed are avoided even when the fleet launched in another one.
 			if e.key != (offeringKey{}) && capacityErrorCodes[e.code] {
 				p.unavailable.mark(e.key)
 			}
-			if instanceID != "" {
+			templateGone = templateGone || launchTemplateNotFoundCodes[e.code]
+			if fleet.instanceID != "" {
 				continue
 			}
 			failures = append(failures, e.String())
-			if e.key != (offeringKey{}) {
+			// A missing template is no fault of the offering.
+			if e.key != (offeringKey{}) && !launchTemplateNotFoundCodes[e.code] {
 				excluded[e.key] = true
 			}
 		}
-		if instanceID != "" {
+		if fleet.instanceID != "" {
 			if p.afterCreateFleet != nil {
-				if err := p.afterCreateFleet(ctx, instanceID); err != nil {
+				if err := p.afterCreateFleet(ctx, fleet.instanceID); err != nil {
 					return nil, err
 				}
 			}
-			return p.launched(ctx, instanceID, lc)
+			return p.launched(ctx, fleet, lc)
+		}
+		if templateGone && !recreated {
+			recreated = true
+			continue
 		}
 		if len(excluded) == before {
 			// Errors that name no offering: none of these is worth trying again now.
@@ -193,9 +216,20 @@ func allowedOfferings(nodeClaim *karpv1.NodeClaim, types []*cloudprovider.Instan
 	return out
 }
 
-// createFleet asks EC2 for one instance among the candidates. It returns the instance id
-// ("" when it launched nothing) and the errors EC2 reported per override.
-func (p *Provider) createFleet(ctx context.Context, nodeClaim *karpv1.NodeClaim, class *awsv1.EC2NodeClass, resolved *resolvedClass, capacityType string, candidates []candidate) (string, []fleetError, error) {
+// fleetLaunch is what one CreateFleet call did.
+type fleetLaunch struct {
+	// instanceID is the instance launched, "" when none was.
+	instanceID string
+	// template is the launch template of the instance launched.
+	template string
+	// errors are those EC2 reported per override.
+	errors []fleetError
+}
+
+// createFleet asks EC2 for one instance among the candidates. When EC2 says a launch
+// template does not exist, for the request or for an override, the provider forgets the
+// request's templates so that the next launch creates them again.
+func (p *Provider) createFleet(ctx context.Context, nodeClaim *karpv1.NodeClaim, class *awsv1.EC2NodeClass, resolved *resolvedClass, capacityType string, candidates []candidate) (fleetLaunch, error) {
 	byArch := map[string][]ec2types.FleetLaunchTemplateOverridesRequest{}
 	count := 0
 	for _, c := range candidates {
@@ -220,10 +254,16 @@ func (p *Provider) createFleet(ctx context.Context, nodeClaim *karpv1.NodeClaim,
 		archs = append(archs, arch)
 	}
 	sort.Strings(archs)
+	templateOf := map[ec2types.InstanceType]string{}
+	var templateIDs []string
 	for _, arch := range archs {
-		name, err := p.ensureLaunchTemplate(ctx, nodeClaim, class, resolved, arch, capacityType)
+		name, id, err := p.ensureLaunchTemplate(ctx, nodeClaim, class, resolved, arch, capacityType)
 		if err != nil {
-			return "", nil, err
+			return fleetLaunch{}, err
+		}
+		templateIDs = append(templateIDs, id)
+		for _, o := range byArch[arch] {
+			templateOf[o.InstanceType] = name
 		}
 		configs = append(configs, ec2types.FleetLaunchTemplateConfigRequest{
 			LaunchTemplateSpecification: &ec2types.FleetLaunchTemplateSpecificationRequest{LaunchTemplateName: aws.String(name), Version: aws.String("$Latest")},
@@ -245,7 +285,7 @@ func (p *Provider) createFleet(ctx context.Context, nodeClaim *karpv1.NodeClaim,
 	}
 	// A retried launch of the same NodeClaim with the same offerings returns the same
 	// instance; a launch with other offerings (after capacity errors) is a new request.
-	in.ClientToken = aws.String(clientToken(nodeClaim.UID, capacityType, configs))
+	in.ClientToken = aws.String(clientToken(nodeClaim.UID, capacityType, configs, templateIDs))
 	if capacityType == karpv1.CapacityTypeSpot {
 		in.SpotOptions = &ec2types.SpotOptionsRequest{AllocationStrategy: ec2types.SpotAllocationStrategyPriceCapacityOptimized}
 	} else {
@@ -253,13 +293,16 @@ func (p *Provider) createFleet(ctx context.Context, nodeClaim *karpv1.NodeClaim,
 	}
 	out, err := p.ec2.CreateFleet(ctx, in)
 	if err != nil {
-		return "", nil, fmt.Errorf("creating fleet: %w", err)
+		if isLaunchTemplateNotFound(err) {
+			p.forgetTemplates(configs)
+		}
+		return fleetLaunch{}, fmt.Errorf("creating fleet: %w", err)
 	}
 	zoneOf := map[string]string{}
 	for _, s := range resolved.subnets {
 		zoneOf[s.ID] = s.Zone
 	}
-	var errs []fleetError
+	var launch fleetLaunch
 	for _, e := range out.Errors {
 		fe := fleetError{code: aws.ToString(e.ErrorCode), message: aws.ToString(e.ErrorMessage)}
 		apiErrorsMetric.WithLabelValues("EC2", "CreateFleet", fe.code).Inc()
@@ -274,15 +317,19 @@ func (p *Provider) createFleet(ctx context.Context, nodeClaim *karpv1.NodeClaim,
 			}
 			fe.key = offeringKey{instanceType: string(o.Overrides.InstanceType), zone: zone, capacityType: lifecycle}
 		}
-		errs = append(errs, fe)
+		launch.errors = append(launch.errors, fe)
+		if launchTemplateNotFoundCodes[fe.code] {
+			p.forgetTemplates(configs)
+		}
 	}
 	for _, inst := range out.Instances {
 		if len(inst.InstanceIds) > 0 {
-			return inst.InstanceIds[0], errs, nil
+			launch.instanceID, launch.template = inst.InstanceIds[0], templateOf[inst.InstanceType]
+			return launch, nil
 		}
 	}
-	klog.FromContext(ctx).V(1).Info("CreateFleet launched nothing", "nodeClaim", klog.KObj(nodeClaim), "capacityType", capacityType, "errors", len(errs))
-	return "", errs, nil
+	klog.FromContext(ctx).V(1).Info("CreateFleet launched nothing", "nodeClaim", klog.KObj(nodeClaim), "capacityType", capacityType, "errors", len(launch.errors))
+	return launch, nil
 }
 
 func (p *Provider) instanceTags(nodeClaim *karpv1.NodeClaim, class *awsv1.EC2NodeClass) []ec2types.Tag {
@@ -328,7 +375,10 @@ type launchTemplateSpec struct {
 	Tags            map[string]string
 }
 
-func (p *Provider) ensureLaunchTemplate(ctx context.Context, nodeClaim *karpv1.NodeClaim, class *awsv1.EC2NodeClass, resolved *resolvedClass, arch, capacityType string) (string, error) {
+// launchTemplate returns the name and content of the launch template that launches the
+// NodeClaim's instances of this architecture and capacity type. The name is a digest of the
+// content, so NodeClaims that need the same template share it.
+func (p *Provider) launchTemplate(nodeClaim *karpv1.NodeClaim, class *awsv1.EC2NodeClass, resolved *resolvedClass, arch, capacityType string) (string, launchTemplateSpec, error) {
 	labels := map[string]string{karpv1.CapacityTypeLabelKey: capacityType}
 	for k, v := range nodeClaim.Labels {
 		if k != corev1.LabelInstanceTypeStable && k != corev1.LabelTopologyZone && k != karpv1.CapacityTypeLabelKey {
@@ -343,13 +393,11 @@ func (p *Provider) ensureLaunchTemplate(ctx context.Context, nodeClaim *karpv1.N
 		raid0: aws.ToString((*string)(class.Spec.InstanceStorePolicy)) == string(awsv1.InstanceStorePolicyRAID0),
 	})
 	if err != nil {
-		return "", cloudprovider.NewNodeClassNotReadyError(fmt.Errorf("EC2NodeClass %q: %w", class.Name, err))
+		return "", launchTemplateSpec{}, cloudprovider.NewNodeClassNotReadyError(fmt.Errorf("EC2NodeClass %q: %w", class.Name, err))
 	}
 	profile := aws.ToString(class.Spec.InstanceProfile)
 	if profile == "" {
-		if profile, err = p.ensureInstanceProfile(ctx, class.Spec.Role); err != nil {
-			return "", err
-		}
+		profile = p.instanceProfileName(class.Spec.Role)
 	}
 	spec := launchTemplateSpec{
 		ImageID: resolved.amis[arch].ID, UserData: userData, InstanceProfile: profile,
@@ -362,26 +410,50 @@ func (p *Provider) ensureLaunchTemplate(ctx context.Context, nodeClaim *karpv1.N
 	}
 	raw, err := json.Marshal(spec)
 	if err != nil {
-		return "", fmt.Errorf("hashing launch template: %w", err)
+		return "", launchTemplateSpec{}, fmt.Errorf("hashing launch template: %w", err)
 	}
 	sum := sha256.Sum256(raw)
-	name := fmt.Sprintf("tailor/%s/%x", p.opts.Cluster.Name, sum[:10])
+	return fmt.Sprintf("tailor/%s/%x", p.opts.Cluster.Name, sum[:10]), spec, nil
+}
+
+// knownTemplate is a launch template known to exist.
+type knownTemplate struct {
+	id string
+	// used is when a launch last used it.
+	used time.Time
+}
+
+// ensureLaunchTemplate returns the name and id of the NodeClaim's launch template for this
+// architecture and capacity type, creating the template when EC2 does not have it. One the
+// provider knows exists is used without asking AWS; the instance profile it names is made
+// sure of only when the template is created.
+func (p *Provider) ensureLaunchTemplate(ctx context.Context, nodeClaim *karpv1.NodeClaim, class *awsv1.EC2NodeClass, resolved *resolvedClass, arch, capacityType string) (string, string, error) {
+	name, spec, err := p.launchTemplate(nodeClaim, class, resolved, arch, capacityType)
+	if err != nil {
+		return "", "", err
+	}
 	p.mu.Lock()
-	_, known := p.templates[name]
-	if known {
-		p.templates[name] = p.clock.Now()
+	known, ok := p.templates[name]
+	if ok {
+		known.used = p.clock.Now()
+		p.templates[name] = known
 	}
 	p.mu.Unlock()
-	if known {
-		return name, nil
+	if ok {
+		return name, known.id, nil
 	}
-	if _, err := p.ec2.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{name}}); err == nil {
-		p.rememberTemplate(name)
-		return name, nil
+	if id, err := p.describeLaunchTemplate(ctx, name); err == nil {
+		p.rememberTemplate(name, id)
+		return name, id, nil
 	} else if !isAPIError(err, "InvalidLaunchTemplateName.NotFoundException") {
-		return "", fmt.Errorf("describing launch template %s: %w", name, err)
+		return "", "", err
 	}
-	_, err = p.ec2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
+	if class.Spec.InstanceProfile == nil {
+		if _, err := p.ensureInstanceProfile(ctx, class.Spec.Role); err != nil {
+			return "", "", err
+		}
+	}
+	out, err := p.ec2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
 		LaunchTemplateName: aws.String(name),
 		LaunchTemplateData: launchTemplateData(spec),
 		TagSpecifications: []ec2types.TagSpecification{{
@@ -396,27 +468,67 @@ func (p *Provider) ensureLaunchTemplate(ctx context.Context, nodeClaim *karpv1.N
 			}),
 		}},
 	})
-	if err != nil && !isAPIError(err, "InvalidLaunchTemplateName.AlreadyExistsException") {
-		return "", fmt.Errorf("creating launch template %s: %w", name, err)
+	var id string
+	switch {
+	case err == nil:
+		id = aws.ToString(out.LaunchTemplate.LaunchTemplateId)
+	case isAPIError(err, "InvalidLaunchTemplateName.AlreadyExistsException"):
+		// Created meanwhile by another launch or the other replica.
+		if id, err = p.describeLaunchTemplate(ctx, name); err != nil {
+			return "", "", err
+		}
+	default:
+		return "", "", fmt.Errorf("creating launch template %s: %w", name, err)
 	}
-	p.rememberTemplate(name)
-	return name, nil
+	p.rememberTemplate(name, id)
+	return name, id, nil
+}
+
+// describeLaunchTemplate returns the id of the launch template with this name.
+func (p *Provider) describeLaunchTemplate(ctx context.Context, name string) (string, error) {
+	out, err := p.ec2.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{name}})
+	if err != nil {
+		return "", fmt.Errorf("describing launch template %s: %w", name, err)
+	}
+	if len(out.LaunchTemplates) == 0 {
+		return "", fmt.Errorf("describing launch template %s: EC2 returned none", name)
+	}
+	return aws.ToString(out.LaunchTemplates[0].LaunchTemplateId), nil
 }
 
 // rememberTemplate records that the launch template exists and is used now.
-func (p *Provider) rememberTemplate(name string) {
+func (p *Provider) rememberTemplate(name, id string) {
 	p.mu.Lock()
-	p.templates[name] = p.clock.Now()
+	p.templates[name] = knownTemplate{id: id, used: p.clock.Now()}
 	p.mu.Unlock()
 }
 
+// forgetTemplates drops the launch templates of a request from those known to exist, so
+// that the next launch that needs one looks it up and creates it again.
+func (p *Provider) forgetTemplates(configs []ec2types.FleetLaunchTemplateConfigRequest) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range configs {
+		delete(p.templates, aws.ToString(c.LaunchTemplateSpecification.LaunchTemplateName))
+	}
+}
+
+// isLaunchTemplateNotFound reports whether err is EC2's answer for a launch template that
+// does not exist.
+func isLaunchTemplateNotFound(err error) bool {
+	var apiErr smithy.APIError
+	return errors.As(err, &apiErr) && launchTemplateNotFoundCodes[apiErr.ErrorCode()]
+}
+
 // clientToken is CreateFleet's idempotency token for a launch of the NodeClaim: its UID and
-// a digest of what is asked for, within EC2's 64 characters.
-func clientToken(uid types.UID, capacityType string, configs []ec2types.FleetLaunchTemplateConfigRequest) string {
+// a digest of what is asked for, within EC2's 64 characters. The templates' ids are part of
+// it: a template created again after it was deleted is a new request, which EC2 must not
+// answer with the failure of the first.
+func clientToken(uid types.UID, capacityType string, configs []ec2types.FleetLaunchTemplateConfigRequest, templateIDs []string) string {
 	h := sha256.New()
 	h.Write([]byte(capacityType))
-	for _, c := range configs {
-		fmt.Fprintf(h, "|%s", aws.ToString(c.LaunchTemplateSpecification.LaunchTemplateName))
+	for i, c := range configs {
+		fmt.Fprintf(h, "|%s/%s", aws.ToString(c.LaunchTemplateSpecification.LaunchTemplateName), templateIDs[i])
 		for _, o := range c.Overrides {
 			fmt.Fprintf(h, "|%s/%s", o.InstanceType, aws.ToString(o.SubnetId))
 		}
@@ -488,7 +600,8 @@ func isAPIError(err error, code string) bool {
 
 // launched describes the new instance and returns the NodeClaim as launched. EC2 is
 // eventually consistent: a just-created instance may briefly be unknown to Describe.
-func (p *Provider) launched(ctx context.Context, instanceID string, lc *launchContext) (*karpv1.NodeClaim, error) {
+func (p *Provider) launched(ctx context.Context, fleet fleetLaunch, lc *launchContext) (*karpv1.NodeClaim, error) {
+	instanceID := fleet.instanceID
 	var inst *ec2types.Instance
 	var err error
 	for attempt := 0; attempt < 10; attempt++ {
@@ -505,7 +618,27 @@ func (p *Provider) launched(ctx context.Context, instanceID string, lc *launchCo
 	if err != nil {
 		return nil, fmt.Errorf("describing launched instance %s: %w", instanceID, err)
 	}
-	return p.toNodeClaim(inst, lc.entries, lc.class), nil
+	nc := p.toNodeClaim(inst, lc.entries, lc.class)
+	if fleet.template != "" {
+		nc.Annotations[awsv1.LaunchTemplateAnnotationKey] = fleet.template
+	}
+	return nc, nil
+}
+
+// adopted returns the NodeClaim as launched with an instance a previous launch left. Its
+// launch template is the one this launch would use for the instance's architecture and
+// capacity type.
+func (p *Provider) adopted(nodeClaim *karpv1.NodeClaim, inst *ec2types.Instance, lc *launchContext) *karpv1.NodeClaim {
+	nc := p.toNodeClaim(inst, lc.entries, lc.class)
+	for _, it := range lc.types {
+		if it.Name != string(inst.InstanceType) {
+			continue
+		}
+		if name, _, err := p.launchTemplate(nodeClaim, lc.class, lc.resolved, it.Labels[corev1.LabelArchStable], nc.Labels[karpv1.CapacityTypeLabelKey]); err == nil {
+			nc.Annotations[awsv1.LaunchTemplateAnnotationKey] = name
+		}
+	}
+	return nc
 }
 
 // nilIfEmpty leaves out an empty string, such as the user data of a Custom node class

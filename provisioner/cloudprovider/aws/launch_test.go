@@ -379,11 +379,11 @@ func TestRetriedCreateFleetReturnsTheSameInstance(t *testing.T) {
 	var ids []string
 	// As after a crash before the instance was tagged visibly: the same request again.
 	for range 2 {
-		id, _, err := h.newProvider(t, h.clock).createFleet(ctx, nc, lc.class, lc.resolved, karpv1.CapacityTypeOnDemand, candidates)
+		fleet, err := h.newProvider(t, h.clock).createFleet(ctx, nc, lc.class, lc.resolved, karpv1.CapacityTypeOnDemand, candidates)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, id)
+		ids = append(ids, fleet.instanceID)
 	}
 	if ids[0] == "" || ids[0] != ids[1] || len(h.endpoint.Instances()) != 1 {
 		t.Errorf("two CreateFleet calls for one NodeClaim launched %v (%d instances), want one instance twice", ids, len(h.endpoint.Instances()))
@@ -507,11 +507,11 @@ func TestStalePricesRefreshInTheBackground(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for h.endpoint.RequestCounts()["DescribeSpotPriceHistory"] < retryMaxAttempts && time.Now().Before(deadline) {
+	for h.endpoint.RequestCounts()["DescribeSpotPriceHistory"] < backgroundReadAttempts && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
-	if got := h.endpoint.RequestCounts()["DescribeSpotPriceHistory"]; got != retryMaxAttempts {
-		t.Errorf("%d DescribeSpotPriceHistory requests in the background, want %d attempts", got, retryMaxAttempts)
+	if got := h.endpoint.RequestCounts()["DescribeSpotPriceHistory"]; got != backgroundReadAttempts {
+		t.Errorf("%d DescribeSpotPriceHistory requests in the background, want %d attempts", got, backgroundReadAttempts)
 	}
 	if got := h.provider.PriceSources().Spot; got != PriceSourceAPI {
 		t.Errorf("spot price source %q after a failed refresh, want the cached %q", got, PriceSourceAPI)

@@ -36,8 +36,11 @@ func (p *priceBook) price(instanceType, zone, capacityType string) (float64, boo
 }
 
 // onDemandPrices reads Linux, shared-tenancy on-demand prices of the region from the
-// Pricing API.
-func onDemandPrices(ctx context.Context, client *pricing.Client, region string) (map[string]float64, error) {
+// Pricing API, making at most attempts of each request (0: the client's retryer decides).
+// The filters are Karpenter's: without marketoption=OnDemand the capacity blocks of GPU
+// types come too, with the same attributes otherwise, and the last product read for a type
+// would set its price.
+func onDemandPrices(ctx context.Context, client *pricing.Client, region string, attempts int) (map[string]float64, error) {
 	filter := func(field, value string) pricingtypes.Filter {
 		return pricingtypes.Filter{Type: pricingtypes.FilterTypeTermMatch, Field: aws.String(field), Value: aws.String(value)}
 	}
@@ -49,12 +52,13 @@ func onDemandPrices(ctx context.Context, client *pricing.Client, region string) 
 			filter("tenancy", "Shared"),
 			filter("preInstalledSw", "NA"),
 			filter("capacitystatus", "Used"),
+			filter("marketoption", "OnDemand"),
 		},
 		MaxResults: aws.Int32(100),
 	})
 	out := map[string]float64{}
 	for pages.HasMorePages() {
-		page, err := pages.NextPage(ctx)
+		page, err := pages.NextPage(ctx, func(o *pricing.Options) { o.RetryMaxAttempts = attempts })
 		if err != nil {
 			return nil, fmt.Errorf("getting on-demand prices: %w", err)
 		}
@@ -110,8 +114,9 @@ func parsePriceDocument(doc string) (string, float64, error) {
 	return "", 0, nil
 }
 
-// spotPrices reads the latest Linux spot price of every instance type in every zone.
-func spotPrices(ctx context.Context, client *ec2.Client, now time.Time) (map[string]map[string]float64, error) {
+// spotPrices reads the latest Linux spot price of every instance type in every zone, making
+// at most attempts of each request (0: the client's retryer decides).
+func spotPrices(ctx context.Context, client *ec2.Client, now time.Time, attempts int) (map[string]map[string]float64, error) {
 	pages := ec2.NewDescribeSpotPriceHistoryPaginator(client, &ec2.DescribeSpotPriceHistoryInput{
 		ProductDescriptions: []string{"Linux/UNIX"},
 		StartTime:           aws.Time(now),
@@ -120,7 +125,7 @@ func spotPrices(ctx context.Context, client *ec2.Client, now time.Time) (map[str
 	out := map[string]map[string]float64{}
 	latest := map[string]time.Time{}
 	for pages.HasMorePages() {
-		page, err := pages.NextPage(ctx)
+		page, err := pages.NextPage(ctx, func(o *ec2.Options) { o.RetryMaxAttempts = attempts })
 		if err != nil {
 			return nil, fmt.Errorf("describing spot price history: %w", err)
 		}
@@ -197,7 +202,8 @@ func (p *Provider) PriceSources() PriceSources {
 
 // setPrices records the outcome of reading one kind of prices: on success, or on failure
 // with nothing cached yet, set stores the prices (from the embedded catalog when fallback is
-// true); on failure with prices cached, those are kept.
+// true); on failure with prices cached, those are kept. After a failure the next read waits
+// for refreshFailures.
 func (p *Provider) setPrices(ctx context.Context, kind string, err error, set func(fallback bool)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -206,10 +212,13 @@ func (p *Provider) setPrices(ctx context.Context, kind string, err error, set fu
 		valid = p.spot.valid
 	}
 	if err != nil {
-		klog.FromContext(ctx).Error(err, "Failed to read prices from AWS", "kind", kind, "fallback", !valid)
+		wait := p.refreshFailures.Failed(kind, "")
+		klog.FromContext(ctx).Error(err, "Failed to read prices from AWS", "kind", kind, "fallback", !valid, "retryIn", wait.String())
 		if valid {
 			return
 		}
+	} else {
+		p.refreshFailures.Forget(kind)
 	}
 	set(err != nil)
 	refreshedMetric.WithLabelValues(kind).SetToCurrentTime()

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/backoff"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 )
 
@@ -92,6 +93,11 @@ type Controller struct {
 	recorder record.EventRecorder
 	clock    clock.Clock
 	opts     Options
+	// passes space out the passes while the NodeClaims or instances cannot be listed.
+	passes *backoff.Failures
+	// failures space out the attempts on an instance that cannot be terminated or a
+	// NodeClaim whose instance cannot be looked up, by instanceKey and claimKey.
+	failures *backoff.Failures
 }
 
 var _ manager.LeaderElectionRunnable = (*Controller)(nil)
@@ -105,8 +111,16 @@ func NewController(kube client.Client, cloud CloudProvider, recorder record.Even
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Controller{kube: kube, cloud: cloud, recorder: recorder, clock: clk, opts: opts}, nil
+	return &Controller{
+		kube: kube, cloud: cloud, recorder: recorder, clock: clk, opts: opts,
+		passes:   backoff.New(clk, opts.Period, max(opts.Period, backoff.DefaultMax)),
+		failures: backoff.New(clk, backoff.DefaultInitial, backoff.DefaultMax),
+	}, nil
 }
+
+// Keys of Controller.failures.
+func instanceKey(providerID string) string { return "instance/" + providerID }
+func claimKey(name string) string          { return "nodeclaim/" + name }
 
 // Register adds the controller to the manager.
 func (c *Controller) Register(mgr manager.Manager) error { return mgr.Add(c) }
@@ -114,34 +128,58 @@ func (c *Controller) Register(mgr manager.Manager) error { return mgr.Add(c) }
 // NeedLeaderElection is true: one replica collects.
 func (c *Controller) NeedLeaderElection() bool { return true }
 
-// Start collects every period until ctx ends.
+// Start collects every period until ctx ends. While NodeClaims or instances cannot be
+// listed, the wait before the next pass doubles, up to five minutes.
 func (c *Controller) Start(ctx context.Context) error {
 	logger := log.FromContext(ctx).WithName("garbagecollection")
 	ctx = log.IntoContext(ctx, logger)
+	wait := c.opts.Period
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-c.clock.After(c.opts.Period):
+		case <-c.clock.After(wait):
 		}
-		if err := c.Collect(ctx); err != nil {
-			logger.Error(err, "garbage collection failed; retrying next period")
+		wait = c.opts.Period
+		listed, err := c.collect(ctx)
+		if !listed {
+			wait = c.passes.Failed("", "")
+		} else {
+			c.passes.Forget("")
+		}
+		if err != nil {
+			logger.Error(err, "garbage collection failed", "retryIn", wait.String())
 		}
 	}
 }
 
 // Collect runs one pass: orphaned instances, NodeClaims whose instance is gone, and NodeClaims
-// past their launch or registration deadline.
+// past their launch or registration deadline. An instance or NodeClaim whose handling failed
+// is left out of the passes until its wait (5 s doubling to 5 min) has passed.
 func (c *Controller) Collect(ctx context.Context) error {
+	_, err := c.collect(ctx)
+	return err
+}
+
+// collect runs one pass and reports whether it could list NodeClaims and instances.
+func (c *Controller) collect(ctx context.Context) (bool, error) {
 	claims := &karpv1.NodeClaimList{}
 	if err := c.kube.List(ctx, claims); err != nil {
-		return fmt.Errorf("listing NodeClaims: %w", err)
+		return false, fmt.Errorf("listing NodeClaims: %w", err)
 	}
 	instances, err := c.cloud.List(ctx)
 	if err != nil {
-		return fmt.Errorf("listing instances: %w", err)
+		return false, fmt.Errorf("listing instances: %w", err)
 	}
-	return errors.Join(c.terminateOrphans(ctx, instances, claims.Items), c.deleteStale(ctx, instances, claims.Items))
+	known := map[string]bool{}
+	for _, inst := range instances {
+		known[instanceKey(inst.Status.ProviderID)] = true
+	}
+	for i := range claims.Items {
+		known[claimKey(claims.Items[i].Name)] = true
+	}
+	c.failures.Retain(func(key string) bool { return known[key] })
+	return true, errors.Join(c.terminateOrphans(ctx, instances, claims.Items), c.deleteStale(ctx, instances, claims.Items))
 }
 
 // terminateOrphans terminates instances no NodeClaim owns that are older than the grace.
@@ -164,14 +202,17 @@ func (c *Controller) terminateOrphans(ctx context.Context, instances []*karpv1.N
 			continue
 		}
 		age := c.clock.Since(inst.CreationTimestamp.Time)
-		if age < c.opts.OrphanGrace {
+		key := instanceKey(inst.Status.ProviderID)
+		if age < c.opts.OrphanGrace || c.failures.Wait(key, "") > 0 {
 			continue
 		}
 		err := c.cloud.Delete(ctx, inst)
 		if cloudprovider.IgnoreNodeClaimNotFoundError(err) != nil {
-			errs = append(errs, fmt.Errorf("terminating orphaned instance %s: %w", inst.Status.ProviderID, err))
+			wait := c.failures.Failed(key, "")
+			errs = append(errs, fmt.Errorf("terminating orphaned instance %s (next attempt in %s): %w", inst.Status.ProviderID, wait, err))
 			continue
 		}
+		c.failures.Forget(key)
 		logger.Info("terminated instance without a NodeClaim", "providerID", inst.Status.ProviderID, "nodeClaim", inst.Name, "age", age.Round(time.Second).String())
 	}
 	return errors.Join(errs...)
@@ -216,15 +257,18 @@ func (c *Controller) staleness(ctx context.Context, nc *karpv1.NodeClaim, live m
 		}
 		return "", "", nil
 	}
-	if !live[nc.Status.ProviderID] {
+	if key := claimKey(nc.Name); !live[nc.Status.ProviderID] && c.failures.Wait(key, string(nc.UID)) == 0 {
 		// The list may predate the launch: only the instance itself says it is gone.
 		_, err := c.cloud.Get(ctx, nc.Status.ProviderID)
 		if cloudprovider.IsNodeClaimNotFoundError(err) {
-			return ReasonInstanceGone, fmt.Sprintf("instance %s no longer exists: %v", nc.Status.ProviderID, err), nil
+			c.failures.Forget(key)
+			return ReasonInstanceGone, fmt.Sprintf("instance %s no longer exists: %s", nc.Status.ProviderID, cloudprovider.Message(err)), nil
 		}
 		if err != nil {
-			return "", "", fmt.Errorf("getting instance of NodeClaim %s: %w", nc.Name, err)
+			wait := c.failures.Failed(key, string(nc.UID))
+			return "", "", fmt.Errorf("getting instance of NodeClaim %s (next attempt in %s): %w", nc.Name, wait, err)
 		}
+		c.failures.Forget(key)
 	}
 	if meta.IsStatusConditionTrue(nc.Status.Conditions, karpv1.ConditionTypeRegistered) {
 		return "", "", nil

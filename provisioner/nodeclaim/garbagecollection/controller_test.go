@@ -56,6 +56,7 @@ type fixture struct {
 	ctx      context.Context
 	kube     client.Client
 	clock    *clocktesting.FakeClock
+	endpoint *localaws.Server
 	provider *aws.Provider
 	ec2      *ec2.Client
 	gc       *Controller
@@ -94,7 +95,7 @@ func newFixture(t *testing.T) *fixture {
 		Cluster:           aws.ClusterInfo{Name: cluster, Endpoint: "https://127.0.0.1:6443", CABundle: "Y2E=", ServiceCIDR: "10.100.0.0/16"},
 		Region:            "us-east-1",
 		KubernetesVersion: "1.34",
-	}, clients, kube, clock.RealClock{}) // its batching windows are short real waits
+	}, clients, kube, kube, clock.RealClock{}) // its batching windows are short real waits
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +104,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{ctx: ctx, kube: kube, clock: clk, provider: provider, ec2: clients.EC2, gc: gc, recorder: recorder}
+	f := &fixture{ctx: ctx, kube: kube, clock: clk, endpoint: server, provider: provider, ec2: clients.EC2, gc: gc, recorder: recorder}
 	param, err := clients.SSM.GetParameter(ctx, &ssm.GetParameterInput{Name: awssdk.String("/aws/service/eks/optimized-ami/1.34/amazon-linux-2023/x86_64/standard/recommended/image_id")})
 	if err != nil {
 		t.Fatal(err)
@@ -243,6 +244,38 @@ func TestOrphanedInstancesAreTerminatedAfterTheGrace(t *testing.T) {
 	want[orphan] = "gone"
 	if diff := cmp.Diff(want, f.states(t, orphan, owned, launching)); diff != "" {
 		t.Errorf("after the grace (-want +got):\n%s", diff)
+	}
+}
+
+// TestAnOrphanThatCannotBeTerminatedIsTriedWithBackoff denies TerminateInstances for good:
+// the passes every 30 s try the orphan at most 7 times in its first ten minutes, then once
+// every five, and the NodeClaims' collection goes on meanwhile.
+func TestAnOrphanThatCannotBeTerminatedIsTriedWithBackoff(t *testing.T) {
+	f := newFixture(t)
+	orphan := f.launch(t, "deleted-claim")
+	if err := f.endpoint.SetFaults(localaws.Faults{FailActions: map[string]localaws.ActionFailure{"TerminateInstances": {Code: "UnauthorizedOperation"}}}); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Step(DefaultOrphanGrace)
+	f.endpoint.ResetRequestCounts()
+	start := f.clock.Now()
+	var attempts []time.Duration
+	for f.clock.Since(start) <= 20*time.Minute {
+		before := f.endpoint.RequestCounts()["TerminateInstances"]
+		if err := f.gc.Collect(f.ctx); err != nil && !strings.Contains(err.Error(), "UnauthorizedOperation") {
+			t.Fatal(err)
+		}
+		if f.endpoint.RequestCounts()["TerminateInstances"] > before {
+			attempts = append(attempts, f.clock.Since(start))
+		}
+		f.clock.Step(DefaultPeriod)
+	}
+	want := []time.Duration{0, 30 * time.Second, 60 * time.Second, 90 * time.Second, 150 * time.Second, 240 * time.Second, 420 * time.Second, 720 * time.Second, 1020 * time.Second}
+	if diff := cmp.Diff(want, attempts); diff != "" {
+		t.Errorf("times of the TerminateInstances attempts (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]string{orphan: "live"}, f.states(t, orphan)); diff != "" {
+		t.Errorf("instance state (-want +got):\n%s", diff)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
@@ -25,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/backoff"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/provisioner/metrics"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
@@ -50,12 +52,14 @@ type Controller struct {
 	kube     client.Client
 	launcher Launcher
 	recorder record.EventRecorder
-	clock    clock.Clock
+	clock    clock.WithTicker
+	// failures space out the launches of a NodeClaim that keeps failing.
+	failures *backoff.Failures
 }
 
 // NewController returns a Controller.
-func NewController(kube client.Client, launcher Launcher, recorder record.EventRecorder, clk clock.Clock) *Controller {
-	return &Controller{kube: kube, launcher: launcher, recorder: recorder, clock: clk}
+func NewController(kube client.Client, launcher Launcher, recorder record.EventRecorder, clk clock.WithTicker) *Controller {
+	return &Controller{kube: kube, launcher: launcher, recorder: recorder, clock: clk, failures: backoff.New(clk, backoff.DefaultInitial, backoff.DefaultMax)}
 }
 
 // Register adds the controller to the manager: it watches NodeClaims, and Nodes mapped to
@@ -65,7 +69,7 @@ func (c *Controller) Register(mgr ctrl.Manager) error {
 		Named("nodeclaim.lifecycle").
 		For(&karpv1.NodeClaim{}).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(c.nodeToNodeClaim), builder.WithPredicates()).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 10}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 10, NewQueue: backoff.NewQueue(c.clock)}).
 		Complete(c)
 }
 
@@ -89,9 +93,13 @@ func (c *Controller) nodeToNodeClaim(ctx context.Context, o client.Object) []rec
 func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	nc := &karpv1.NodeClaim{}
 	if err := c.kube.Get(ctx, req.NamespacedName, nc); err != nil {
+		if apierrors.IsNotFound(err) {
+			c.failures.Forget(req.Name)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if nc.DeletionTimestamp != nil {
+		c.failures.Forget(req.Name)
 		return reconcile.Result{}, nil
 	}
 	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("nodeClaim", nc.Name))
@@ -111,8 +119,13 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 const LaunchTimeout = 90 * time.Second
 
 // launch creates the instance and records it. A NodeClaim no offering can satisfy is
-// deleted, so its pods are planned again.
+// deleted, so its pods are planned again. A launch that fails otherwise is tried again after
+// a wait that doubles with each failure, up to five minutes, whatever triggers a reconcile
+// meanwhile.
 func (c *Controller) launch(ctx context.Context, nc *karpv1.NodeClaim) (reconcile.Result, error) {
+	if wait := c.failures.Wait(nc.Name, string(nc.UID)); wait > 0 {
+		return reconcile.Result{RequeueAfter: wait}, nil
+	}
 	// A launch runs to its end even while the sidecar shuts down, so that the instance it
 	// creates is recorded on the NodeClaim, not left for a restart to adopt.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), LaunchTimeout)
@@ -122,18 +135,16 @@ func (c *Controller) launch(ctx context.Context, nc *karpv1.NodeClaim) (reconcil
 	switch {
 	case cloudprovider.IsInsufficientCapacityError(err):
 		metrics.LaunchErrors.WithLabelValues(nc.Labels[karpv1.NodePoolLabelKey], ReasonInsufficientCapacity).Inc()
-		c.recorder.Event(nc, corev1.EventTypeWarning, ReasonInsufficientCapacity, err.Error())
+		c.recorder.Event(nc, corev1.EventTypeWarning, ReasonInsufficientCapacity, cloudprovider.Message(err))
 		logger.Info("no capacity for NodeClaim, deleting it so its pods are planned again", "error", err.Error())
+		c.failures.Forget(nc.Name)
 		return reconcile.Result{}, client.IgnoreNotFound(c.kube.Delete(ctx, nc))
 	case cloudprovider.IsNodeClassNotReadyError(err):
-		metrics.LaunchErrors.WithLabelValues(nc.Labels[karpv1.NodePoolLabelKey], ReasonNodeClassNotReady).Inc()
-		c.recorder.Event(nc, corev1.EventTypeWarning, ReasonNodeClassNotReady, err.Error())
-		return c.setLaunchFailed(ctx, nc, ReasonNodeClassNotReady, err, 10*time.Second)
+		return c.launchFailed(ctx, nc, ReasonNodeClassNotReady, err)
 	case err != nil:
-		metrics.LaunchErrors.WithLabelValues(nc.Labels[karpv1.NodePoolLabelKey], ReasonLaunchFailed).Inc()
-		c.recorder.Event(nc, corev1.EventTypeWarning, ReasonLaunchFailed, err.Error())
-		return c.setLaunchFailed(ctx, nc, ReasonLaunchFailed, err, 0)
+		return c.launchFailed(ctx, nc, ReasonLaunchFailed, err)
 	}
+	c.failures.Forget(nc.Name)
 	// Labels first: they are metadata, the rest is status. The patch is made against the
 	// version read, so that a reconcile of a stale copy, which found the instance the
 	// previous one launched (Create is idempotent), records nothing twice.
@@ -180,16 +191,23 @@ func (c *Controller) launch(ctx context.Context, nc *karpv1.NodeClaim) (reconcil
 	return reconcile.Result{}, nil
 }
 
-func (c *Controller) setLaunchFailed(ctx context.Context, nc *karpv1.NodeClaim, reason string, cause error, retry time.Duration) (reconcile.Result, error) {
-	patch := client.MergeFrom(nc.DeepCopy())
-	nodeclaim.SetCondition(nc, karpv1.ConditionTypeLaunched, metav1.ConditionFalse, reason, cause.Error())
-	if err := c.kube.Status().Patch(ctx, nc, patch); err != nil && !apierrors.IsNotFound(err) {
-		return reconcile.Result{}, fmt.Errorf("recording launch failure: %w", err)
+// launchFailed records a failed launch: a Warning event and the Launched condition, whose
+// message stays the same from one attempt to the next so that the status is written once,
+// and the full error in the log. It returns when to try again.
+func (c *Controller) launchFailed(ctx context.Context, nc *karpv1.NodeClaim, reason string, cause error) (reconcile.Result, error) {
+	wait := c.failures.Failed(nc.Name, string(nc.UID))
+	message := cloudprovider.Message(cause)
+	metrics.LaunchErrors.WithLabelValues(nc.Labels[karpv1.NodePoolLabelKey], reason).Inc()
+	c.recorder.Event(nc, corev1.EventTypeWarning, reason, message)
+	log.FromContext(ctx).Error(cause, "launching NodeClaim failed", "reason", reason, "retryIn", wait.String())
+	before := nc.DeepCopy()
+	nodeclaim.SetCondition(nc, karpv1.ConditionTypeLaunched, metav1.ConditionFalse, reason, message)
+	if !equality.Semantic.DeepEqual(before.Status, nc.Status) {
+		if err := c.kube.Status().Patch(ctx, nc, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, fmt.Errorf("recording launch failure: %w", err)
+		}
 	}
-	if retry > 0 {
-		return reconcile.Result{RequeueAfter: retry}, nil
-	}
-	return reconcile.Result{}, fmt.Errorf("launching NodeClaim: %w", cause)
+	return reconcile.Result{RequeueAfter: wait}, nil
 }
 
 // register finds the NodeClaim's Node, syncs labels and taints onto it and lifts the

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -23,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/backoff"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/drain"
@@ -57,11 +59,16 @@ type Controller struct {
 	drainer    Drainer
 	recorder   record.EventRecorder
 	clock      clock.Clock
+	// failures space out the attempts to terminate an instance that the cloud refuses.
+	failures *backoff.Failures
 }
 
 // NewController returns a Controller.
 func NewController(kube client.Client, terminator Terminator, drainer Drainer, recorder record.EventRecorder, clk clock.Clock) *Controller {
-	return &Controller{kube: kube, terminator: terminator, drainer: drainer, recorder: recorder, clock: clk}
+	return &Controller{
+		kube: kube, terminator: terminator, drainer: drainer, recorder: recorder, clock: clk,
+		failures: backoff.New(clk, backoff.DefaultInitial, backoff.DefaultMax),
+	}
 }
 
 // Register adds the controller to the manager.
@@ -77,10 +84,16 @@ func (c *Controller) Register(mgr ctrl.Manager) error {
 func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	nc := &karpv1.NodeClaim{}
 	if err := c.kube.Get(ctx, req.NamespacedName, nc); err != nil {
+		if apierrors.IsNotFound(err) {
+			c.failures.Forget(req.Name)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if nc.DeletionTimestamp == nil || !controllerutil.ContainsFinalizer(nc, karpv1.TerminationFinalizer) {
 		return reconcile.Result{}, nil
+	}
+	if wait := c.failures.Wait(nc.Name, string(nc.UID)); wait > 0 {
+		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	logger := log.FromContext(ctx).WithValues("nodeClaim", nc.Name)
 	node, err := nodeclaim.NodeOf(ctx, c.kube, nc)
@@ -97,11 +110,17 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	if err := c.terminator.Delete(ctx, nc); err != nil {
 		if !cloudprovider.IsNodeClaimNotFoundError(err) {
-			return reconcile.Result{}, fmt.Errorf("terminating instance %s: %w", nc.Status.ProviderID, err)
+			// Refused (a denied permission, an outage): tried again after a wait that
+			// doubles up to five minutes, whatever triggers a reconcile meanwhile.
+			wait := c.failures.Failed(nc.Name, string(nc.UID))
+			logger.Error(err, "terminating instance failed", "providerID", nc.Status.ProviderID, "retryIn", wait.String())
+			return reconcile.Result{RequeueAfter: wait}, nil
 		}
 	} else {
+		c.failures.Forget(nc.Name)
 		return reconcile.Result{RequeueAfter: pollInterval}, nil
 	}
+	c.failures.Forget(nc.Name)
 	if node != nil {
 		nodePatch := client.MergeFrom(node.DeepCopy())
 		if controllerutil.RemoveFinalizer(node, karpv1.TerminationFinalizer) {

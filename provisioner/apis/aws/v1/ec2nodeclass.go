@@ -310,10 +310,12 @@ type InstanceStorePolicy string
 const InstanceStorePolicyRAID0 InstanceStorePolicy = "RAID0"
 
 // Annotations on a NodeClaim that record where its instance was launched: its subnet and
-// its security groups (comma-separated, sorted). Drift compares them with the class's.
+// its security groups (comma-separated, sorted), which drift compares with the class's, and
+// the launch template it was launched from, which launch-template clean-up keeps.
 const (
 	SubnetAnnotationKey         = "tailor.sh/subnet-id"
 	SecurityGroupsAnnotationKey = "tailor.sh/security-group-ids"
+	LaunchTemplateAnnotationKey = "tailor.sh/launch-template"
 )
 
 // EC2NodeClass condition types.

@@ -6,6 +6,7 @@
 package disruption
 
 import (
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -57,8 +58,9 @@ type Cluster struct {
 	// zonePins); zoneOf is every node's zone.
 	pins   map[types.NamespacedName]zonePin
 	zoneOf map[string]string
-	// whatIfs plans the pods of nodes taken away, for one decision.
-	whatIfs *whatIfs
+	// whatIfs plans the pods of nodes taken away, for one decision; spare, on machines
+	// with two CPUs or more, plans others at the same time.
+	whatIfs, spare *whatIfs
 }
 
 // whatIfs plans what-ifs of one decision against one packing.Snapshot of the cluster,
@@ -66,6 +68,12 @@ type Cluster struct {
 type whatIfs struct {
 	snap    *packing.Snapshot
 	pending map[pendingKey]*corev1.Pod
+	// fixed are the copies of pods whose zones do not depend on the nodes taken away.
+	fixed map[*corev1.Pod]*corev1.Pod
+}
+
+func newWhatIfs() *whatIfs {
+	return &whatIfs{pending: map[pendingKey]*corev1.Pod{}, fixed: map[*corev1.Pod]*corev1.Pod{}}
 }
 
 type pendingKey struct {
@@ -109,7 +117,7 @@ type Budget func(nodePool string, reason karpv1.DisruptionReason) int
 // Decide returns the next disruption: a drifted node replaced, empty nodes deleted, or an
 // underutilized set of nodes consolidated, in that order; false when there is none.
 func Decide(c Cluster, budget Budget, opts Options) (Decision, bool) {
-	c.whatIfs = &whatIfs{pending: map[pendingKey]*corev1.Pod{}}
+	c.whatIfs = newWhatIfs()
 	if d, ok := drift(c, budget); ok {
 		return d, true
 	}
@@ -140,7 +148,10 @@ func Decide(c Cluster, budget Budget, opts Options) (Decision, bool) {
 	})
 	c.Nodes = fullestFirst(c)
 	// Nodes in a new order: a new snapshot.
-	c.whatIfs = &whatIfs{pending: map[pendingKey]*corev1.Pod{}}
+	c.whatIfs = newWhatIfs()
+	if runtime.GOMAXPROCS(0) > 1 {
+		c.spare = newWhatIfs()
+	}
 	return consolidation(c, candidates, budget, opts)
 }
 
@@ -247,22 +258,9 @@ func consolidation(c Cluster, candidates []Candidate, budget Budget, opts Option
 // with others (nodes each running one GPU pod, replaced by one larger node), so nodes are
 // let in on a tie; a last pass takes out again those of them the set saves as much without.
 func plan(c Cluster, candidates []Candidate, opts Options) []Candidate {
-	var set []Candidate
-	tied := map[string]bool{}
-	saved := 0.0
-	for i, cand := range candidates {
-		if i == opts.MaxCandidates {
-			break
-		}
-		next := append(slices.Clip(set), cand)
-		d, ok := estimate(c, next)
-		if !ok || d.Savings <= saved-savingsEpsilon {
-			continue
-		}
-		tied[cand.Node] = d.Savings < saved+savingsEpsilon
-		set, saved = next, d.Savings
-	}
-	set, saved = joinPools(c, candidates[:min(len(candidates), opts.MaxCandidates)], set, saved, tied)
+	candidates = candidates[:min(len(candidates), opts.MaxCandidates)]
+	set, saved, tied := grow(c, candidates)
+	set, saved = joinPools(c, candidates, set, saved, tied)
 	for i := len(set) - 1; i >= 0; i-- {
 		if !tied[set[i].Node] {
 			continue
@@ -276,6 +274,50 @@ func plan(c Cluster, candidates []Candidate, opts Options) []Candidate {
 		return nil
 	}
 	return set
+}
+
+// grow lets the candidates into the set one at a time, in order, each when its pods still
+// fit and the set saves no less with it; tied marks those let in on a tie. Given a spare
+// snapshot (two CPUs or more), it weighs the next candidate at the same time, as if the
+// current one joins, which most do, and keeps that result only when it does: the same set
+// as one at a time, in little more than half the time.
+func grow(c Cluster, candidates []Candidate) ([]Candidate, float64, map[string]bool) {
+	var set []Candidate
+	tied := map[string]bool{}
+	saved := 0.0
+	admit := func(cand Candidate, next []Candidate, d Decision, ok bool) bool {
+		if !ok || d.Savings <= saved-savingsEpsilon {
+			return false
+		}
+		tied[cand.Node] = d.Savings < saved+savingsEpsilon
+		set, saved = next, d.Savings
+		return true
+	}
+	for i := 0; i < len(candidates); i++ {
+		next := append(slices.Clip(set), candidates[i])
+		if c.spare == nil || i+1 == len(candidates) {
+			d, ok := estimate(c, next)
+			admit(candidates[i], next, d, ok)
+			continue
+		}
+		after := append(slices.Clip(next), candidates[i+1])
+		var ahead Decision
+		var aheadOK bool
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			spare := c
+			spare.whatIfs = c.spare
+			ahead, aheadOK = estimate(spare, after)
+		}()
+		d, ok := estimate(c, next)
+		<-done
+		if admit(candidates[i], next, d, ok) {
+			admit(candidates[i+1], after, ahead, aheadOK)
+			i++
+		}
+	}
+	return set, saved, tied
 }
 
 // joinPools lets in together, per NodePool, the candidates left out of the set, when that
@@ -527,7 +569,7 @@ func simulate(c Cluster, gone []Candidate, later map[string]bool) (packing.Plan,
 func (c Cluster) whatIf(gone []Candidate, later map[string]bool, solve func(*packing.Snapshot, []*corev1.Pod, map[string]bool, map[string]bool) packing.Plan) (packing.Plan, bool) {
 	w := c.whatIfs
 	if w == nil {
-		w = &whatIfs{pending: map[pendingKey]*corev1.Pod{}}
+		w = newWhatIfs()
 	}
 	if w.snap == nil {
 		w.snap = packing.NewSnapshot(packing.Input{Nodes: c.Nodes, NodePools: c.NodePools, DaemonSets: c.DaemonSets, Volumes: c.Volumes})
@@ -549,6 +591,9 @@ func (c Cluster) whatIf(gone []Candidate, later map[string]bool, solve func(*pac
 // pendingPod is the pod as it waits for a node once its node is gone: unbound, and kept to
 // the zones its pin allows.
 func (w *whatIfs) pendingPod(c Cluster, p *corev1.Pod, away map[string]bool) *corev1.Pod {
+	if pending, ok := w.fixed[p]; ok {
+		return pending
+	}
 	key := pendingKey{pod: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}}
 	pin, pinned := c.pins[key.pod]
 	var zones []string
@@ -565,6 +610,10 @@ func (w *whatIfs) pendingPod(c Cluster, p *corev1.Pod, away map[string]bool) *co
 		pinToZones(pending, zones)
 	}
 	w.pending[key] = pending
+	if len(pin.shared) == 0 {
+		// Its zones do not depend on the nodes away.
+		w.fixed[p] = pending
+	}
 	return pending
 }
 

@@ -39,18 +39,23 @@ type growthPoint struct {
 // BenchmarkConsolidationGrowth measures how consolidation's cost grows with the cluster:
 // per workload and size, it provisions the workload a hundredth at a time (as pods arrive
 // over time), deletes two pods of every three, removes the nodes left empty, and
-// consolidates until no decision is left. CONSOLIDATION_PODS lists the workload sizes
-// (default 3000,6000,15000,30000, which scale down to about 500 to 5,000 nodes),
-// CONSOLIDATION_SHAPES the workloads (default webmix,diverse); BENCH_JSON names the file the
-// rows are written to.
+// consolidates until no decision is left. NODES lists the sizes, as the nodes left once
+// the pods are deleted (default 500,1000,2500,5000; the workload's size is chosen to land
+// near them), SHAPES the workloads (default webmix,diverse), DECISIONS caps the decisions;
+// BENCH_JSON names the file the rows are written to.
 func BenchmarkConsolidationGrowth(b *testing.B) {
-	sizes := envInts(b, "CONSOLIDATION_PODS", []int{3000, 6000, 15000, 30000})
-	shapes := strings.Split(envOr("CONSOLIDATION_SHAPES", "webmix,diverse"), ",")
+	sizes := envInts(b, "NODES", []int{500, 1000, 2500, 5000})
+	shapes := strings.Split(envOr("SHAPES", "webmix,diverse"), ",")
+	limit := envInts(b, "DECISIONS", []int{5000})[0]
 	var rows []growthPoint
 	for _, shape := range shapes {
-		for _, pods := range sizes {
-			b.Run(fmt.Sprintf("%s/%d", shape, pods), func(b *testing.B) {
-				row := growth(b, shape, pods)
+		perNode, ok := podsPerNode[shape]
+		if !ok {
+			b.Fatalf("SHAPES: %q is not one of webmix, diverse", shape)
+		}
+		for _, nodes := range sizes {
+			b.Run(fmt.Sprintf("%s/%d", shape, nodes), func(b *testing.B) {
+				row := growth(b, shape, nodes*perNode, limit)
 				rows = append(rows, row)
 				b.ReportMetric(float64(row.Nodes), "nodes")
 				b.ReportMetric(row.FirstDecisionSeconds, "first-s")
@@ -77,7 +82,11 @@ func BenchmarkConsolidationGrowth(b *testing.B) {
 	}
 }
 
-func growth(b *testing.B, shape string, pods int) growthPoint {
+// podsPerNode is about how many pods of each workload make a node once two of three are
+// deleted and the nodes left empty removed.
+var podsPerNode = map[string]int{"webmix": 8, "diverse": 4}
+
+func growth(b *testing.B, shape string, pods, limit int) growthPoint {
 	s, kept, _ := scaledDown(b, scaleDownCase{shape: shape, from: pods, batch: max(pods/100, 1), keep: func(i int) bool { return i%3 == 0 }})
 	for name, n := range s.nodes {
 		if len(n.node.Pods) == 0 {
@@ -88,7 +97,6 @@ func growth(b *testing.B, shape string, pods int) growthPoint {
 	var later []float64
 	moves := map[string]int{}
 	start := time.Now()
-	limit := envInts(b, "CONSOLIDATION_DECISIONS", []int{5000})[0]
 	for row.Decisions < limit {
 		began := time.Now()
 		d, ok := Decide(s.view(), s.defaultBudget(), DefaultOptions)

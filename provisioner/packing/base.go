@@ -215,7 +215,7 @@ func (b *base) labelSet(pod *corev1.Pod) *labelSet {
 func (b *base) countAnti(n *node, sign int) {
 	for _, a := range n.anti {
 		a.refs += sign
-		if v, ok := n.domain(a.key); ok {
+		if v, ok := n.domainAt(a.keyID, a.key); ok {
 			addCount(a.owners, v, sign)
 		}
 	}
@@ -239,7 +239,7 @@ func (b *base) countOn(t *tracker, n *node, sign int) {
 	if k == 0 {
 		return
 	}
-	if v, ok := n.domain(t.key); ok && t.countsOn(n) {
+	if v, ok := n.domainAt(t.keyID, t.key); ok && t.countsOn(n) {
 		addCount(t.counts, v, sign*k)
 		t.total += sign * k
 	}

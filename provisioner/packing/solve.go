@@ -71,12 +71,37 @@ type node struct {
 	// anti-affinity terms they carry, once a pod and term.
 	sets []setCount
 	anti []*antiTerm
+	// domains caches an existing node's topology labels by key number (see domainAt).
+	domains []cachedLabel
 }
 
 type placement struct {
 	g *group
 	// start is the index in the group's pods of the first of the k pods placed.
 	start, k int
+}
+
+// domainAt is domain of a key numbered id (see topologyIndex.keyID), cached for existing
+// nodes, whose labels the planner reads over and over.
+func (n *node) domainAt(id int, key string) (string, bool) {
+	if n.offer != nil {
+		return n.domain(key)
+	}
+	for len(n.domains) <= id {
+		n.domains = append(n.domains, cachedLabel{})
+	}
+	c := &n.domains[id]
+	if !c.known {
+		c.value, c.ok = n.domain(key)
+		c.known = true
+	}
+	return c.value, c.ok
+}
+
+// cachedLabel is a node's value of a label, once looked up.
+type cachedLabel struct {
+	value     string
+	ok, known bool
 }
 
 func (n *node) domain(key string) (string, bool) {
@@ -155,7 +180,7 @@ func (s *solver) takeAway(n *node, sign int) {
 			if t.round != s.round {
 				continue
 			}
-			if v, ok := n.domain(t.key); ok && t.countsOn(n) {
+			if v, ok := n.domainAt(t.keyID, t.key); ok && t.countsOn(n) {
 				addCount(t.counts, v, sign*sc.n)
 				t.total += sign * sc.n
 			}
@@ -644,7 +669,7 @@ func (s *solver) howMany(g *group, n *node) int {
 		if k == 0 {
 			return 0
 		}
-		v, ok := n.domain(c.t.key)
+		v, ok := n.domainAt(c.t.keyID, c.t.key)
 		if c.kind == kindSpread && ok && !c.t.countsOn(n) {
 			// PodTopologySpread skips nodes its inclusion policies leave out for
 			// counting, but the pod itself must still go to an eligible node.
@@ -653,7 +678,7 @@ func (s *solver) howMany(g *group, n *node) int {
 		k = min(k, c.allows(v, ok))
 	}
 	for _, a := range g.reverse {
-		if v, ok := n.domain(a.key); ok && a.owners[v] > 0 {
+		if v, ok := n.domainAt(a.keyID, a.key); ok && a.owners[v] > 0 {
 			return 0
 		}
 	}
@@ -692,14 +717,14 @@ func (s *solver) account(g *group, n *node, k int) {
 		}
 	}
 	for _, t := range g.matched {
-		if v, ok := n.domain(t.key); ok && t.countsOn(n) {
+		if v, ok := n.domainAt(t.keyID, t.key); ok && t.countsOn(n) {
 			addCount(t.counts, v, k)
 			t.total += k
 			pin(t.key)
 		}
 	}
 	for _, a := range g.owned {
-		if v, ok := n.domain(a.key); ok {
+		if v, ok := n.domainAt(a.keyID, a.key); ok {
 			addCount(a.owners, v, k)
 			pin(a.key)
 		}
@@ -710,7 +735,7 @@ func (s *solver) account(g *group, n *node, k int) {
 	for _, c := range g.topology {
 		pin(c.t.key)
 		if c.kind == kindSpread && c.t.spread.quota != nil {
-			if v, ok := n.domain(c.t.key); ok {
+			if v, ok := n.domainAt(c.t.keyID, c.t.key); ok {
 				c.t.spread.quota[v] -= k
 			}
 		}

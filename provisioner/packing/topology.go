@@ -17,7 +17,9 @@ import (
 
 // tracker counts pods matching a selector per domain of a topology key.
 type tracker struct {
-	key        string
+	key string
+	// keyID numbers the key (see topologyIndex.keyID).
+	keyID      int
 	namespaces map[string]bool // nil: every namespace
 	selector   labels.Selector
 	counts     map[string]int
@@ -108,6 +110,7 @@ func (g *group) matchesRequired(node *corev1.Node) bool {
 // anti-affinity they match.
 type antiTerm struct {
 	key        string
+	keyID      int
 	namespaces map[string]bool
 	selector   labels.Selector
 	owners     map[string]int
@@ -159,10 +162,22 @@ type topologyIndex struct {
 	antiIndex    labelIndex[*antiTerm]
 	// onNewTracker counts the pods already on nodes for a tracker when it is created.
 	onNewTracker func(*tracker)
+	// keys numbers the topology keys of trackers and terms.
+	keys map[string]int
+}
+
+// keyID numbers a topology key, so that nodes can cache their values by number.
+func (x *topologyIndex) keyID(key string) int {
+	id, ok := x.keys[key]
+	if !ok {
+		id = len(x.keys)
+		x.keys[key] = id
+	}
+	return id
 }
 
 func newTopologyIndex() *topologyIndex {
-	return &topologyIndex{trackers: map[string]*tracker{}, anti: map[string]*antiTerm{}}
+	return &topologyIndex{trackers: map[string]*tracker{}, anti: map[string]*antiTerm{}, keys: map[string]int{}}
 }
 
 // labelIndex finds the items whose selectors may match a pod's labels: those indexed under
@@ -323,6 +338,7 @@ func (x *topologyIndex) spreadTracker(g *group, c *corev1.TopologySpreadConstrai
 }
 
 func (x *topologyIndex) add(id string, t *tracker, label string) {
+	t.keyID = x.keyID(t.key)
 	x.trackers[id] = t
 	x.trackerIndex.add(t, label)
 	if x.onNewTracker != nil {
@@ -338,7 +354,7 @@ func (x *topologyIndex) antiTermOf(pod *corev1.Pod, term *corev1.PodAffinityTerm
 	if a, ok := x.anti[id]; ok {
 		return a
 	}
-	a := &antiTerm{key: term.TopologyKey, namespaces: ns, selector: sel, owners: map[string]int{}}
+	a := &antiTerm{key: term.TopologyKey, keyID: x.keyID(term.TopologyKey), namespaces: ns, selector: sel, owners: map[string]int{}}
 	x.anti[id] = a
 	x.antiIndex.add(a, indexLabel(term.LabelSelector))
 	return a

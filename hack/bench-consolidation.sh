@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Consolidation's growth curve, in memory: per workload (webmix, diverse) and size (about 500,
+# 1,000, 2,500 and 5,000 nodes once two pods of three are deleted), the time of the first
+# decision, which plans over every node, and of the passes after it, and the cost once
+# consolidation converges against a fresh plan of the pods left. Prints a table and writes
+# _output/bench/consolidation.json. NODES (a comma-separated list), SHAPES and DECISIONS (a
+# cap on the decisions per run) narrow it.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+cd "$TAILOR_ROOT"
+ensure_command python3 python3
+mkdir -p _output/bench
+BENCH_JSON="$TAILOR_ROOT/_output/bench/consolidation.json" \
+  go test -run '^$' -bench '^BenchmarkConsolidationGrowth$' -benchtime 1x -timeout 6h ./provisioner/disruption/
+log "wrote _output/bench/consolidation.json"

@@ -57,6 +57,12 @@ var (
 		Namespace: namespace, Subsystem: "nodeclaims", Name: "created_total",
 		Help: "NodeClaims created by plans.",
 	}, []string{LabelNodePool})
+	// NodeClaimsReplanned counts the NodeClaims a later batch took back to plan their pods
+	// again, with its own, onto cheaper capacity.
+	NodeClaimsReplanned = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: "nodeclaims", Name: "replanned_total",
+		Help: "NodeClaims a later provisioning batch took back, before their node registered, to plan their pods again with its own onto cheaper capacity.",
+	}, []string{LabelNodePool})
 	// NodeClaimsLaunched counts launched instances by what was launched.
 	NodeClaimsLaunched = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Subsystem: "nodeclaims", Name: "launched_total",
@@ -91,7 +97,7 @@ var (
 func init() {
 	crmetrics.Registry.MustRegister(
 		PodsQueued, PodBoundSeconds, PlanSeconds, PlannedPods,
-		NodeClaimsCreated, NodeClaimsLaunched, NodeClaimsRegistered, NodeClaimsInitialized, LaunchErrors, NodeClaimsDisrupted,
+		NodeClaimsCreated, NodeClaimsReplanned, NodeClaimsLaunched, NodeClaimsRegistered, NodeClaimsInitialized, LaunchErrors, NodeClaimsDisrupted,
 		GRPC,
 	)
 }

@@ -69,6 +69,8 @@ type Options struct {
 	SpotToSpotSavings  float64
 	// MovedPodsHold keeps consolidation off nodes holding pods it moved, for this long.
 	MovedPodsHold time.Duration
+	// ReplanWindow is how long after pods were planned a later batch may plan them again.
+	ReplanWindow time.Duration
 	// IsolatedVPC means the sidecar cannot reach the Pricing and EKS APIs: on-demand prices
 	// come from the embedded catalog, and endpoint, CA bundle and service CIDR must be given.
 	IsolatedVPC bool
@@ -113,6 +115,9 @@ func (o *Options) Validate() error {
 	}
 	if o.SpotToSpotSavings < 0 || o.SpotToSpotSavings >= 1 {
 		errs = append(errs, fmt.Errorf("--spot-to-spot-savings (%v) must be a fraction from 0 up to, not including, 1", o.SpotToSpotSavings))
+	}
+	if o.ReplanWindow < 0 {
+		errs = append(errs, fmt.Errorf("--replan-window (%s) must not be negative; 0 never plans pods again", o.ReplanWindow))
 	}
 	if o.MovedPodsHold < 0 {
 		errs = append(errs, fmt.Errorf("--moved-pods-hold (%s) must not be negative; 0 lets consolidation move pods again at once", o.MovedPodsHold))
@@ -183,7 +188,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
-	prov := provisioning.New(mgr.GetClient(), provider, tracker, batches, recorder)
+	prov := provisioning.New(mgr.GetClient(), provider, tracker, batches, recorder, provisioning.Options{Clock: clk, ReplanWindow: opts.ReplanWindow})
 	disruptionOpts := disruption.ControllerOptions{
 		Options: disruption.DefaultOptions, Interval: opts.DisruptionInterval, MinNodeAge: opts.BatchMax, ReplacementTimeout: 10 * time.Minute,
 		MovedPodsHold: opts.MovedPodsHold,

@@ -2,18 +2,14 @@ package packing_test
 
 import (
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
-	"github.com/tailor-autoscaler/tailor/provisioner/requirements"
 	"github.com/tailor-autoscaler/tailor/test/workloads"
 )
 
@@ -137,45 +133,15 @@ func builtCluster(t testing.TB, shape string, pods, batch int) packing.Input {
 	in := workloads.Load(t, shape, pods)
 	all := in.Pods
 	in.Pods = nil
+	cluster := workloads.NewCluster()
 	for i := 0; i < len(all); i += batch {
 		round := in
 		round.Pods = all[i:min(i+batch, len(all))]
-		plan := packing.Solve(round)
-		index := map[string]int{}
-		for j, n := range in.Nodes {
-			index[n.Node.Name] = j
-		}
-		for _, pl := range plan.Existing {
-			j := index[pl.Node.Node.Name]
-			in.Nodes[j].Pods = append(in.Nodes[j].Pods, bound(pl.Pods, pl.Node.Node.Name)...)
-		}
-		for _, nc := range plan.NewNodeClaims {
-			name := fmt.Sprintf("node-%05d", len(in.Nodes))
-			in.Nodes = append(in.Nodes, packing.Node{Node: launched(t, name, nc), Pods: bound(nc.Pods, name), Schedulable: true})
+		round.Nodes = cluster.Nodes
+		if _, err := cluster.Apply(packing.Solve(round)); err != nil {
+			t.Fatal(err)
 		}
 	}
+	in.Nodes = cluster.Nodes
 	return in
-}
-
-// launched is the node a NodeClaim's cheapest offering makes.
-func launched(t testing.TB, name string, nc packing.NewNodeClaim) *corev1.Node {
-	t.Helper()
-	labels := requirements.SingleValueLabels(nc.Requirements)
-	for _, it := range nc.InstanceTypes {
-		if it.Name != nc.Cheapest.InstanceType {
-			continue
-		}
-		maps.Copy(labels, it.Labels)
-		labels[corev1.LabelTopologyZone] = nc.Cheapest.Zone
-		labels[karpv1.CapacityTypeLabelKey] = nc.Cheapest.CapacityType
-		labels[karpv1.NodePoolLabelKey] = nc.NodePool.Name
-		labels[corev1.LabelHostname] = name
-		return &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
-			Spec:       corev1.NodeSpec{Taints: nc.NodePool.Spec.Template.Spec.Taints},
-			Status:     corev1.NodeStatus{Allocatable: it.Allocatable()},
-		}
-	}
-	t.Fatalf("NodeClaim's cheapest type %s is not among its types", nc.Cheapest.InstanceType)
-	return nil
 }

@@ -71,7 +71,7 @@ func takesPods(n *packing.Node) bool {
 // need a node, and find it through the scheduler.
 func (p *Provisioner) Launch(ctx context.Context, planned packing.NewNodeClaim) (*karpv1.NodeClaim, error) {
 	planned.Pods = nil
-	nc, err := p.createNodeClaim(ctx, &planned)
+	nc, err := p.createNodeClaim(ctx, &planned, map[string]string{ReplacementAnnotationKey: "true"})
 	if err != nil {
 		return nil, fmt.Errorf("launching a replacement: %w", err)
 	}

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -102,6 +103,10 @@ type Provisioner struct {
 	tracker       *nomination.Tracker
 	batch         Trigger
 	recorder      record.EventRecorder
+	clock         clock.PassiveClock
+	// replanWindow is how long after pods were first planned a later batch may plan them
+	// again with its own (see softClaims); 0 never does.
+	replanWindow time.Duration
 
 	mu      sync.Mutex
 	pending map[types.UID]Submission
@@ -109,11 +114,30 @@ type Provisioner struct {
 	// takes them off its planned-pods annotation, so a restarted provisioner does not take
 	// them back there.
 	replanned map[string][]types.UID
+	// rejecting are the NodeClaims whose node rejected a pod planned onto it: it has
+	// registered, whatever its conditions say yet, so no batch takes it back.
+	rejecting map[string]bool
 }
 
+// Options configure a Provisioner.
+type Options struct {
+	// Clock tells the time.
+	Clock clock.PassiveClock
+	// ReplanWindow is how long after pods were first planned a later batch may plan them
+	// again with its own onto cheaper capacity, while their node has not registered; 0
+	// never does.
+	ReplanWindow time.Duration
+}
+
+// DefaultReplanWindow is the --replan-window default: an EC2 node takes most of a minute to
+// register, and a batch closes within ten seconds, so pods are planned again with the next
+// three or four batches at most.
+const DefaultReplanWindow = 30 * time.Second
+
 // New returns a Provisioner.
-func New(kube client.Client, instanceTypes InstanceTypeSource, tracker *nomination.Tracker, batch Trigger, recorder record.EventRecorder) *Provisioner {
-	return &Provisioner{kube: kube, instanceTypes: instanceTypes, tracker: tracker, batch: batch, recorder: recorder, pending: map[types.UID]Submission{}, replanned: map[string][]types.UID{}}
+func New(kube client.Client, instanceTypes InstanceTypeSource, tracker *nomination.Tracker, batch Trigger, recorder record.EventRecorder, opts Options) *Provisioner {
+	return &Provisioner{kube: kube, instanceTypes: instanceTypes, tracker: tracker, batch: batch, recorder: recorder, clock: opts.Clock,
+		replanWindow: opts.ReplanWindow, pending: map[types.UID]Submission{}, replanned: map[string][]types.UID{}, rejecting: map[string]bool{}}
 }
 
 // Submit queues pods for the next batch and returns how many were queued. Pods already
@@ -131,6 +155,7 @@ func (p *Provisioner) Submit(subs []Submission) int {
 			}
 			if claim, ok := p.tracker.Replan(s.Pod.UID); ok {
 				p.replanned[claim] = append(p.replanned[claim], s.Pod.UID)
+				p.rejecting[claim] = true
 			}
 		}
 		p.pending[s.Pod.UID] = s
@@ -257,6 +282,10 @@ func (p *Provisioner) provisionGroup(ctx context.Context, subs []Submission, unb
 	}
 	start := time.Now()
 	plan := packing.Solve(input)
+	joint, takenBack, replanned := replan(input, plan, p.softClaims(input, subs[0].NodePools))
+	if replanned {
+		plan = joint
+	}
 	metrics.PlanSeconds.Observe(time.Since(start).Seconds())
 	recordPlan(plan)
 	for _, placement := range plan.Existing {
@@ -266,7 +295,7 @@ func (p *Provisioner) provisionGroup(ctx context.Context, subs []Submission, unb
 		p.recordPlannedOntoInFlight(placement)
 	}
 	for i := range plan.NewNodeClaims {
-		nc, err := p.createNodeClaim(ctx, &plan.NewNodeClaims[i])
+		nc, err := p.createNodeClaim(ctx, &plan.NewNodeClaims[i], plannedSinceAnnotations(plan.NewNodeClaims[i].Pods, takenBack, p.clock.Now()))
 		if err != nil {
 			return err
 		}
@@ -275,6 +304,9 @@ func (p *Provisioner) provisionGroup(ctx context.Context, subs []Submission, unb
 		logger.Info("planned NodeClaim", "nodeClaim", nc.Name, "nodePool", nc.Labels[karpv1.NodePoolLabelKey],
 			"pods", len(plan.NewNodeClaims[i].Pods), "expectedInstanceType", c.InstanceType, "zone", c.Zone,
 			"capacityType", c.CapacityType, "pricePerHour", c.Price, "instanceTypes", len(plan.NewNodeClaims[i].InstanceTypes))
+	}
+	if err := p.takeBack(ctx, takenBack); err != nil {
+		return err
 	}
 	for _, u := range plan.Unschedulable {
 		msg := "cannot provision a node for this pod: " + u.Reason
@@ -312,8 +344,9 @@ func sortedKeys[V any](m map[string]V) []string {
 
 func klogRef(pod *corev1.Pod) string { return pod.Namespace + "/" + pod.Name }
 
-// createNodeClaim makes the NodeClaim of a plan, recording its pods on it, then tracks them.
-func (p *Provisioner) createNodeClaim(ctx context.Context, planned *packing.NewNodeClaim) (*karpv1.NodeClaim, error) {
+// createNodeClaim makes the NodeClaim of a plan, with the annotations given, recording its
+// pods on it, then tracks them.
+func (p *Provisioner) createNodeClaim(ctx context.Context, planned *packing.NewNodeClaim, annotations map[string]string) (*karpv1.NodeClaim, error) {
 	np := planned.NodePool
 	tmpl := np.Spec.Template
 	pods := podRefs(planned.Pods)
@@ -350,6 +383,9 @@ func (p *Provisioner) createNodeClaim(ctx context.Context, planned *packing.NewN
 	}
 	for k, v := range tmpl.ObjectMeta.Labels {
 		nc.Labels[k] = v
+	}
+	for k, v := range annotations {
+		nc.Annotations[k] = v
 	}
 	for k, v := range tmpl.ObjectMeta.Annotations {
 		if _, reserved := nc.Annotations[k]; !reserved {

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
@@ -74,7 +75,7 @@ func newFixture(t *testing.T, types fakeInstanceTypes, pools ...*karpv1.NodePool
 	}
 	tracker := nomination.NewTracker()
 	recorder := record.NewFakeRecorder(100)
-	return &fixture{kube: kube, prov: New(kube, types, tracker, noTrigger{}, recorder), tracker: tracker, recorder: recorder, ns: ns.Name}
+	return &fixture{kube: kube, prov: New(kube, types, tracker, noTrigger{}, recorder, Options{Clock: clock.RealClock{}, ReplanWindow: DefaultReplanWindow}), tracker: tracker, recorder: recorder, ns: ns.Name}
 }
 
 func (f *fixture) pod(t *testing.T, name, cpu string, mutate ...func(*corev1.Pod)) *corev1.Pod {
@@ -347,7 +348,7 @@ func TestPodsRecordedOnANodeClaimReadFromALaggingCacheAreAllKept(t *testing.T) {
 	stale := nc.DeepCopy()
 	delete(stale.Annotations, nomination.PlannedPodsAnnotationKey)
 	stale.ResourceVersion = "1"
-	prov := New(&laggingCache{Client: f.kube, stale: stale}, nil, f.tracker, noTrigger{}, f.recorder)
+	prov := New(&laggingCache{Client: f.kube, stale: stale}, nil, f.tracker, noTrigger{}, f.recorder, Options{Clock: clock.RealClock{}, ReplanWindow: DefaultReplanWindow})
 	placement := packing.Placement{Node: &packing.Node{NodeClaim: &nc, Schedulable: true, Node: &corev1.Node{}}, Pods: []*corev1.Pod{b}}
 	if err := prov.addToInFlight(ctx, placement); err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws"
 	"github.com/tailor-autoscaler/tailor/provisioner/disruption"
 	"github.com/tailor-autoscaler/tailor/provisioner/operator"
+	"github.com/tailor-autoscaler/tailor/provisioner/provisioning"
 	"github.com/tailor-autoscaler/tailor/provisioner/simulate"
 )
 
@@ -52,6 +53,7 @@ func main() {
 	flag.DurationVar(&opts.UnavailableOfferingsTTL, "unavailable-offerings-ttl", aws.DefaultUnavailableOfferingsTTL, "How long an offering (instance type, zone, capacity type) that reported a capacity error is kept from planning and launches.")
 	flag.DurationVar(&opts.DisruptionInterval, "disruption-interval", 10*time.Second, "Time between passes that look for nodes to replace (drift), remove (empty) or consolidate.")
 	flag.Float64Var(&opts.SpotToSpotSavings, "spot-to-spot-savings", disruption.DefaultOptions.SpotToSpotSavings, "Least fraction of price a spot replacement of spot nodes must save, so consolidation does not churn spot capacity for pennies.")
+	flag.DurationVar(&opts.ReplanWindow, "replan-window", provisioning.DefaultReplanWindow, "How long after a NodeClaim was created a later batch may take it back, while its node has not registered, and plan its pods again with its own onto cheaper capacity; a pod is planned again for ten such windows at most. 0 never does.")
 	flag.DurationVar(&opts.MovedPodsHold, "moved-pods-hold", time.Hour, "How long consolidation leaves the pods it moved where they landed: nodes holding them are not consolidated meanwhile, so no pod moves twice in a row. 0 disables the hold.")
 	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", "Listen address of the metrics endpoint; 0 disables it.")
 	flag.StringVar(&opts.HealthAddr, "health-probe-bind-address", ":8081", "Listen address of /healthz and /readyz.")

@@ -36,6 +36,7 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws"
 	"github.com/tailor-autoscaler/tailor/provisioner/disruption"
 	"github.com/tailor-autoscaler/tailor/provisioner/handoff"
+	"github.com/tailor-autoscaler/tailor/provisioner/informers"
 	"github.com/tailor-autoscaler/tailor/provisioner/interruption"
 	"github.com/tailor-autoscaler/tailor/provisioner/leader"
 	"github.com/tailor-autoscaler/tailor/provisioner/metrics"
@@ -144,6 +145,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	mgrOpts := ctrl.Options{
 		GracefulShutdownTimeout: &shutdown,
 		Scheme:                  apischeme.New(),
+		Cache:                   informers.CacheOptions(),
 		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress:  opts.HealthAddr,
 	}

@@ -77,8 +77,12 @@ func realisticPod(p *corev1.Pod, i int) {
 			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 		}
 		if q, ok := c.Resources.Requests[corev1.ResourceMemory]; ok {
+			c.Resources.Limits = maps.Clone(c.Resources.Limits)
+			if c.Resources.Limits == nil {
+				c.Resources.Limits = corev1.ResourceList{}
+			}
 			q.Add(q)
-			c.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: q}
+			c.Resources.Limits[corev1.ResourceMemory] = q
 		}
 	}
 	s.Volumes = append(s.Volumes,

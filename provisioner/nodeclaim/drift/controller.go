@@ -68,7 +68,7 @@ func (c *Controller) Register(mgr ctrl.Manager) error {
 
 func (c *Controller) nodePoolToNodeClaims(ctx context.Context, o client.Object) []reconcile.Request {
 	claims := &karpv1.NodeClaimList{}
-	if err := c.kube.List(ctx, claims, client.MatchingLabels{karpv1.NodePoolLabelKey: o.GetName()}); err != nil {
+	if err := c.kube.List(ctx, claims, client.MatchingLabels{karpv1.NodePoolLabelKey: o.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
 		log.FromContext(ctx).Error(err, "listing NodeClaims of NodePool", "nodePool", o.GetName())
 		return nil
 	}

@@ -30,7 +30,6 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
 	"github.com/tailor-autoscaler/tailor/provisioner/batcher"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws"
@@ -158,7 +157,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	if err := indexes(ctx, mgr); err != nil {
+	if err := nodeclaim.RegisterIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
 	if err := startInformers(ctx, mgr); err != nil {
@@ -287,21 +286,6 @@ type alwaysRunnable func(ctx context.Context) error
 
 func (f alwaysRunnable) Start(ctx context.Context) error { return f(ctx) }
 func (alwaysRunnable) NeedLeaderElection() bool          { return false }
-
-// indexes registers the cache indexes the controllers look objects up by.
-func indexes(ctx context.Context, mgr ctrl.Manager) error {
-	idx := mgr.GetFieldIndexer()
-	if err := idx.IndexField(ctx, &corev1.Node{}, nodeclaim.NodeProviderIDIndex, nodeclaim.NodeProviderID); err != nil {
-		return fmt.Errorf("indexing nodes: %w", err)
-	}
-	if err := idx.IndexField(ctx, &karpv1.NodeClaim{}, nodeclaim.NodeClaimProviderIDIndex, nodeclaim.NodeClaimProviderID); err != nil {
-		return fmt.Errorf("indexing NodeClaims: %w", err)
-	}
-	if err := idx.IndexField(ctx, &corev1.Pod{}, nodeclaim.PodNodeNameIndex, nodeclaim.PodNodeName); err != nil {
-		return fmt.Errorf("indexing pods: %w", err)
-	}
-	return nil
-}
 
 // startInformers starts the informers of every kind the provisioner plans with, so that
 // the cache syncs them before the gRPC server accepts pods.

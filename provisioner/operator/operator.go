@@ -327,7 +327,9 @@ func forgetBoundPods(ctx context.Context, mgr ctrl.Manager, prov *provisioning.P
 }
 
 // newProvider builds the AWS provider from the SDK's default credential chain, the cluster
-// settings and the API server's Kubernetes version.
+// settings and the API server's Kubernetes version. It reads EC2NodeClasses and NodeClaims
+// from the cache: every provisioning batch and disruption pass asks it for the instance
+// types of every NodePool.
 func newProvider(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, opts Options, clk clock.Clock) (*aws.Provider, error) {
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
 	if err != nil {
@@ -357,7 +359,7 @@ func newProvider(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, opts O
 		ReservedENIs:            opts.ReservedENIs,
 		UnavailableOfferingsTTL: opts.UnavailableOfferingsTTL,
 		IsolatedVPC:             opts.IsolatedVPC,
-	}, clients, mgr.GetAPIReader(), mgr.GetClient(), clk)
+	}, clients, mgr.GetClient(), mgr.GetClient(), clk)
 }
 
 // clusterInfo settles what nodes need to join the cluster: the flags first, then EKS

@@ -73,7 +73,8 @@ func init() {
 	crmetrics.Registry.MustRegister(decisionsTotal, savingsTotal, passesTotal, decideSeconds)
 }
 
-// ClusterReader is the planner's view of the whole cluster.
+// ClusterReader is the planner's view of the whole cluster. Its objects are the cache's
+// own: copy what you change.
 type ClusterReader interface {
 	ClusterInput(ctx context.Context) (packing.Input, error)
 }
@@ -293,7 +294,7 @@ func (c *Controller) markPlanned(ctx context.Context, nodes []packing.Node) erro
 func (c *Controller) view(ctx context.Context, in packing.Input) (Cluster, Budget, error) {
 	now := c.clock.Now()
 	claims := &karpv1.NodeClaimList{}
-	if err := c.kube.List(ctx, claims); err != nil {
+	if err := c.kube.List(ctx, claims, client.UnsafeDisableDeepCopy); err != nil {
 		return Cluster{}, nil, fmt.Errorf("listing NodeClaims: %w", err)
 	}
 	total, disrupting := map[string]int{}, map[string]int{}

@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -95,7 +94,8 @@ type Controller struct {
 
 var _ manager.LeaderElectionRunnable = (*Controller)(nil)
 
-// NewController returns a Controller reading queue.
+// NewController returns a Controller reading queue. kube reads through a cache with the
+// indexes of nodeclaim.RegisterIndexes.
 func NewController(kube client.Client, queue Queue, recorder record.EventRecorder, clk clock.Clock, opts Options) (*Controller, error) {
 	if opts.Registerer == nil {
 		opts.Registerer = crmetrics.Registry
@@ -283,18 +283,18 @@ func (c *Controller) handleInstance(ctx context.Context, msg Message, instanceID
 	return ActionCordonAndDelete, nil
 }
 
-// nodeClaimOf returns the NodeClaim whose provider ID names the instance, or nil.
+// nodeClaimOf returns the NodeClaim whose provider ID names the instance, or nil. It reads
+// the cache's index by instance ID (nodeclaim.NodeClaimInstanceIDIndex): a burst of
+// messages about a large cluster's instances does not go through every NodeClaim each.
 func (c *Controller) nodeClaimOf(ctx context.Context, instanceID string) (*karpv1.NodeClaim, error) {
 	claims := &karpv1.NodeClaimList{}
-	if err := c.kube.List(ctx, claims); err != nil {
-		return nil, fmt.Errorf("listing NodeClaims: %w", err)
+	if err := c.kube.List(ctx, claims, client.MatchingFields{nodeclaim.NodeClaimInstanceIDIndex: instanceID}); err != nil {
+		return nil, fmt.Errorf("finding the NodeClaim of instance %s: %w", instanceID, err)
 	}
-	for i := range claims.Items {
-		if strings.HasSuffix(claims.Items[i].Status.ProviderID, "/"+instanceID) {
-			return &claims.Items[i], nil
-		}
+	if len(claims.Items) == 0 {
+		return nil, nil
 	}
-	return nil, nil
+	return &claims.Items[0], nil
 }
 
 // mark records the interruption on the NodeClaim: the Interrupted condition and the deadline

@@ -35,6 +35,7 @@ import (
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
+	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
 	"github.com/tailor-autoscaler/tailor/test/localaws"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
 )
@@ -50,11 +51,13 @@ func TestMain(m *testing.M) {
 
 const queueName = "tailor-interruptions"
 
-// fixture is the controller on a real API server, reading a queue of the local AWS endpoint
-// through the real SDK.
+// fixture is the controller on a real API server, reading it through a cache with the
+// sidecar's indexes, and a queue of the local AWS endpoint through the real SDK.
 type fixture struct {
-	ctx      context.Context
-	kube     client.Client
+	ctx  context.Context
+	kube client.Client
+	// cached reads through the cache the controller reads.
+	cached   client.Client
 	url      string
 	ec2      *ec2.Client
 	ssm      *ssm.Client
@@ -103,6 +106,15 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatalf("describing subnets: %v", err)
 	}
 	f.subnet = aws.ToString(subnets.Subnets[0].SubnetId)
+	mgr := testenv.NewManager(t, cfg)
+	if err := nodeclaim.RegisterIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		t.Fatal(err)
+	}
+	testenv.StartManager(t, mgr)
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		t.Fatal("cache did not sync")
+	}
+	f.cached = mgr.GetClient()
 	t.Cleanup(func() {
 		claims := &karpv1.NodeClaimList{}
 		_ = kube.List(context.Background(), claims)
@@ -125,7 +137,7 @@ func (f *fixture) start(t *testing.T, opts Options) *Controller {
 		t.Fatal(err)
 	}
 	opts.Registerer = f.registry
-	c, err := NewController(f.kube, queue, f.recorder, clock.RealClock{}, opts)
+	c, err := NewController(f.cached, queue, f.recorder, clock.RealClock{}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +196,19 @@ func (f *fixture) launch(t *testing.T, name string, capacityType ec2types.Defaul
 	if err := f.kube.Create(f.ctx, node); err != nil {
 		t.Fatal(err)
 	}
-	return nc, id
+	// The controller finds the NodeClaim by its instance ID in the cache.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		claims := &karpv1.NodeClaimList{}
+		err := f.cached.List(f.ctx, claims, client.MatchingFields{nodeclaim.NodeClaimInstanceIDIndex: id})
+		if err == nil && len(claims.Items) == 1 && claims.Items[0].Name == name && f.cached.Get(f.ctx, client.ObjectKeyFromObject(node), &corev1.Node{}) == nil {
+			return nc, id
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cache does not find NodeClaim %s by instance %s: %v, %d found", name, id, err, len(claims.Items))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func (f *fixture) inject(t *testing.T, in localaws.Interruption) {

@@ -50,11 +50,12 @@ func (c *NodePoolCollector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	pools := &karpv1.NodePoolList{}
 	claims := &karpv1.NodeClaimList{}
-	if err := c.kube.List(ctx, pools); err != nil {
+	// Read only: the cache's own objects, not copies of every NodeClaim at each scrape.
+	if err := c.kube.List(ctx, pools, client.UnsafeDisableDeepCopy); err != nil {
 		log.FromContext(ctx).Error(err, "listing NodePools for metrics")
 		return
 	}
-	if err := c.kube.List(ctx, claims); err != nil {
+	if err := c.kube.List(ctx, claims, client.UnsafeDisableDeepCopy); err != nil {
 		log.FromContext(ctx).Error(err, "listing NodeClaims for metrics")
 		return
 	}

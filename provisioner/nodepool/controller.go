@@ -82,7 +82,9 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	claims := &karpv1.NodeClaimList{}
-	if err := c.kube.List(ctx, claims, client.MatchingLabels{karpv1.NodePoolLabelKey: np.Name}); err != nil {
+	// Read only: the cache's own objects, not a copy of the NodePool's NodeClaims at each
+	// change of one of them.
+	if err := c.kube.List(ctx, claims, client.MatchingLabels{karpv1.NodePoolLabelKey: np.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return reconcile.Result{}, fmt.Errorf("listing NodeClaims of NodePool %s: %w", np.Name, err)
 	}
 	classReady, classGeneration, err := c.nodeClassReady(ctx, np.Spec.Template.Spec.NodeClassRef)

@@ -18,6 +18,7 @@ import (
 // with its pods, the DaemonSets, and the volumes of the pods on nodes. Unlike a provisioning
 // batch, registered nodes may take pods: those not cordoned and not going away. Pods are the
 // pods bound to no node yet, sorted by namespace and name: what is on its way to a node.
+// The objects are the cache's own: the caller must not change them (see input).
 func (p *Provisioner) ClusterInput(ctx context.Context) (packing.Input, error) {
 	unbound, err := p.unboundPods(ctx)
 	if err != nil {

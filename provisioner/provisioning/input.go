@@ -28,10 +28,11 @@ func ReadKinds() []client.Object {
 	}
 }
 
-// unboundPods returns the pods not bound to a node, by UID.
+// unboundPods returns the pods not bound to a node, by UID. They are the cache's own (see
+// input).
 func (p *Provisioner) unboundPods(ctx context.Context) (map[types.UID]*corev1.Pod, error) {
 	list := &corev1.PodList{}
-	if err := p.kube.List(ctx, list, client.MatchingFields{nodeclaim.PodNodeNameIndex: ""}); err != nil {
+	if err := p.kube.List(ctx, list, client.MatchingFields{nodeclaim.PodNodeNameIndex: ""}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing unbound pods: %w", err)
 	}
 	out := make(map[types.UID]*corev1.Pod, len(list.Items))
@@ -45,6 +46,12 @@ func (p *Provisioner) unboundPods(ctx context.Context) (map[types.UID]*corev1.Po
 // allows with their instance types and remaining limits, the cluster's nodes and NodeClaims
 // with their pods, the DaemonSets, and the volumes the pods may refer to. unbound are the
 // cluster's unbound pods. notReady says why NodePools that cannot launch were left out.
+//
+// The pods, nodes, NodeClaims and volumes are the cache's own objects, not copies
+// (client.UnsafeDisableDeepCopy), so that a pass over a large cluster does not copy all of
+// it: whoever reads the input must not change them. The planner only reads; disruption
+// copies the pods it plans anew and reads a node again before it patches it; NodeClaims
+// are read again before they are written.
 func (p *Provisioner) input(ctx context.Context, sel NodePoolSelector, pods []*corev1.Pod, unbound map[types.UID]*corev1.Pod) (packing.Input, map[string]string, error) {
 	in := packing.Input{Pods: pods}
 	notReady := map[string]string{}
@@ -53,7 +60,7 @@ func (p *Provisioner) input(ctx context.Context, sel NodePoolSelector, pods []*c
 		return in, nil, fmt.Errorf("listing NodePools: %w", err)
 	}
 	claims := &karpv1.NodeClaimList{}
-	if err := p.kube.List(ctx, claims); err != nil {
+	if err := p.kube.List(ctx, claims, client.UnsafeDisableDeepCopy); err != nil {
 		return in, nil, fmt.Errorf("listing NodeClaims: %w", err)
 	}
 	for i := range pools.Items {
@@ -103,7 +110,7 @@ func remaining(np *karpv1.NodePool, claims []karpv1.NodeClaim) corev1.ResourceLi
 // The result is sorted by node name.
 func (p *Provisioner) nodes(ctx context.Context, sel NodePoolSelector, pools []karpv1.NodePool, claims []karpv1.NodeClaim, unbound map[types.UID]*corev1.Pod) ([]packing.Node, error) {
 	list := &corev1.NodeList{}
-	if err := p.kube.List(ctx, list); err != nil {
+	if err := p.kube.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
 	byName := make(map[string]*corev1.Node, len(list.Items))
@@ -218,7 +225,7 @@ func (p *Provisioner) podsOf(ctx context.Context, nodeName string, nc *karpv1.No
 	var out []*corev1.Pod
 	if nodeName != "" {
 		bound := &corev1.PodList{}
-		if err := p.kube.List(ctx, bound, client.MatchingFields{nodeclaim.PodNodeNameIndex: nodeName}); err != nil {
+		if err := p.kube.List(ctx, bound, client.MatchingFields{nodeclaim.PodNodeNameIndex: nodeName}, client.UnsafeDisableDeepCopy); err != nil {
 			return nil, fmt.Errorf("listing pods of node %s: %w", nodeName, err)
 		}
 		for i := range bound.Items {
@@ -276,7 +283,7 @@ func (p *Provisioner) volumes(ctx context.Context, pods []*corev1.Pod) (packing.
 	}
 	for _, ns := range sortedSet(namespaces) {
 		claims := &corev1.PersistentVolumeClaimList{}
-		if err := p.kube.List(ctx, claims, client.InNamespace(ns)); err != nil {
+		if err := p.kube.List(ctx, claims, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 			return v, fmt.Errorf("listing PersistentVolumeClaims in %s: %w", ns, err)
 		}
 		for i := range claims.Items {
@@ -284,14 +291,14 @@ func (p *Provisioner) volumes(ctx context.Context, pods []*corev1.Pod) (packing.
 		}
 	}
 	pvs := &corev1.PersistentVolumeList{}
-	if err := p.kube.List(ctx, pvs); err != nil {
+	if err := p.kube.List(ctx, pvs, client.UnsafeDisableDeepCopy); err != nil {
 		return v, fmt.Errorf("listing PersistentVolumes: %w", err)
 	}
 	for i := range pvs.Items {
 		v.PersistentVols = append(v.PersistentVols, &pvs.Items[i])
 	}
 	classes := &storagev1.StorageClassList{}
-	if err := p.kube.List(ctx, classes); err != nil {
+	if err := p.kube.List(ctx, classes, client.UnsafeDisableDeepCopy); err != nil {
 		return v, fmt.Errorf("listing StorageClasses: %w", err)
 	}
 	for i := range classes.Items {

@@ -623,7 +623,7 @@ func insecureLoopback() *http.Client {
 }
 
 // writeSchedulerConfig renders manifests/scheduler/config.yaml for the local stack: the
-// scheduler's kubeconfig, the stack's socket, and no leader election.
+// scheduler's kubeconfig (its request rate kept), the stack's socket, and no leader election.
 func (s *Stack) writeSchedulerConfig(path, kubeconfig, socket string) error {
 	raw, err := os.ReadFile(filepath.Join(s.opts.Root, "manifests", "scheduler", "config.yaml"))
 	if err != nil {
@@ -633,7 +633,12 @@ func (s *Stack) writeSchedulerConfig(path, kubeconfig, socket string) error {
 	if err := yaml.Unmarshal(raw, &cfg); err != nil {
 		return fmt.Errorf("parsing scheduler config: %w", err)
 	}
-	cfg["clientConnection"] = map[string]any{"kubeconfig": kubeconfig}
+	conn, _ := cfg["clientConnection"].(map[string]any)
+	if conn == nil {
+		conn = map[string]any{}
+	}
+	conn["kubeconfig"] = kubeconfig
+	cfg["clientConnection"] = conn
 	cfg["leaderElection"] = map[string]any{"leaderElect": false}
 	if s.ha() {
 		cfg["leaderElection"] = map[string]any{

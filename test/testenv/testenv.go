@@ -18,6 +18,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
+	"github.com/tailor-autoscaler/tailor/provisioner/informers"
 )
 
 // Root is the repository root.
@@ -70,11 +71,13 @@ func Run(m *testing.M, setup func(cfg *rest.Config) error) int {
 }
 
 // NewManager returns a controller manager on the test's API server, serving no metrics, for
-// tests that run controllers as the sidecar does. Start it with StartManager.
+// tests that run controllers as the sidecar does: its cache holds what the sidecar's holds
+// (see package informers). Start it with StartManager.
 func NewManager(t testing.TB, cfg *rest.Config) ctrl.Manager {
 	t.Helper()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:     apischeme.New(),
+		Cache:      informers.CacheOptions(),
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})

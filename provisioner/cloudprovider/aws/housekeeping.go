@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
@@ -119,7 +120,8 @@ type templatesInUse struct {
 // templatesInUse reads the templates in use from the cluster's NodeClaims.
 func (p *Provider) templatesInUse(ctx context.Context) (templatesInUse, error) {
 	claims := &karpv1.NodeClaimList{}
-	if err := p.claims.List(ctx, claims); err != nil {
+	// Read only: the cache's own objects, not copies of every NodeClaim.
+	if err := p.claims.List(ctx, claims, client.UnsafeDisableDeepCopy); err != nil {
 		return templatesInUse{}, fmt.Errorf("listing NodeClaims: %w", err)
 	}
 	inUse := templatesInUse{names: map[string]bool{}, launching: map[[2]string]bool{}}

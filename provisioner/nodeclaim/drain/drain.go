@@ -70,7 +70,8 @@ type Drainer struct {
 	evictions rest.Interface
 }
 
-// New returns a Drainer. kube lists pods by nodeclaim.PodNodeNameIndex; cs posts evictions.
+// New returns a Drainer. kube lists pods and VolumeAttachments by the indexes of
+// nodeclaim.RegisterIndexes, through a cache; cs posts evictions.
 func New(kube client.Client, cs kubernetes.Interface) *Drainer {
 	return &Drainer{kube: kube, evictions: cs.PolicyV1().RESTClient()}
 }
@@ -213,15 +214,17 @@ func gracePeriod(p *corev1.Pod, deadline, now time.Time) *int64 {
 }
 
 // VolumesAttached returns the persistent volumes still attached to the node, which must
-// detach before its instance is terminated so that their data is flushed.
+// detach before its instance is terminated so that their data is flushed. It reads the
+// node's VolumeAttachments by index: every pass over every node going away would otherwise
+// go through all of the cluster's.
 func (d *Drainer) VolumesAttached(ctx context.Context, node string) ([]string, error) {
 	list := &storagev1.VolumeAttachmentList{}
-	if err := d.kube.List(ctx, list); err != nil {
-		return nil, fmt.Errorf("listing volume attachments: %w", err)
+	if err := d.kube.List(ctx, list, client.MatchingFields{nodeclaim.VolumeAttachmentNodeNameIndex: node}); err != nil {
+		return nil, fmt.Errorf("listing volume attachments of node %s: %w", node, err)
 	}
 	var out []string
 	for _, va := range list.Items {
-		if va.Spec.NodeName != node || !va.Status.Attached {
+		if !va.Status.Attached {
 			continue
 		}
 		if pv := va.Spec.Source.PersistentVolumeName; pv != nil {

@@ -18,9 +18,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
@@ -57,18 +59,21 @@ func NewController(kube client.Client) *Controller {
 
 // Register adds the controller to the manager: it watches NodeClaims, NodePools mapped to
 // their NodeClaims, and EC2NodeClasses mapped to the NodeClaims of the NodePools using them.
+// Only a NodePool's spec (a new generation) can drift its NodeClaims: its status changes
+// with every NodeClaim launched or gone, and each change would otherwise reconcile every
+// NodeClaim of the NodePool.
 func (c *Controller) Register(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("nodeclaim.drift").
 		For(&karpv1.NodeClaim{}).
-		Watches(&karpv1.NodePool{}, handler.EnqueueRequestsFromMapFunc(c.nodePoolToNodeClaims)).
+		Watches(&karpv1.NodePool{}, handler.EnqueueRequestsFromMapFunc(c.nodePoolToNodeClaims), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&awsv1.EC2NodeClass{}, handler.EnqueueRequestsFromMapFunc(c.nodeClassToNodeClaims)).
 		Complete(c)
 }
 
 func (c *Controller) nodePoolToNodeClaims(ctx context.Context, o client.Object) []reconcile.Request {
 	claims := &karpv1.NodeClaimList{}
-	if err := c.kube.List(ctx, claims, client.MatchingLabels{karpv1.NodePoolLabelKey: o.GetName()}); err != nil {
+	if err := c.kube.List(ctx, claims, client.MatchingLabels{karpv1.NodePoolLabelKey: o.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
 		log.FromContext(ctx).Error(err, "listing NodeClaims of NodePool", "nodePool", o.GetName())
 		return nil
 	}

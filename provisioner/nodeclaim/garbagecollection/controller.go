@@ -164,7 +164,9 @@ func (c *Controller) Collect(ctx context.Context) error {
 // collect runs one pass and reports whether it could list NodeClaims and instances.
 func (c *Controller) collect(ctx context.Context) (bool, error) {
 	claims := &karpv1.NodeClaimList{}
-	if err := c.kube.List(ctx, claims); err != nil {
+	// The cache's own objects, not copies of every NodeClaim at each pass: a pass reads them
+	// and deletes some, which does not change them.
+	if err := c.kube.List(ctx, claims, client.UnsafeDisableDeepCopy); err != nil {
 		return false, fmt.Errorf("listing NodeClaims: %w", err)
 	}
 	instances, err := c.cloud.List(ctx)

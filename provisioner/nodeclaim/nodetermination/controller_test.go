@@ -50,13 +50,15 @@ func TestMain(m *testing.M) {
 }
 
 // cloud is an instance that is already gone when asked to terminate; it records what it
-// was asked and what was drained. Its nodes have no volumes attached, unless volumes reads
-// them from the API server's VolumeAttachments.
+// was asked and what was drained. Its nodes have no volumes attached, unless withVolumes
+// has startControllers give it a drainer that reads the VolumeAttachments through the
+// controllers' cache.
 type cloud struct {
-	mu         sync.Mutex
-	terminated []string
-	drained    []string
-	volumes    *drain.Drainer
+	mu          sync.Mutex
+	terminated  []string
+	drained     []string
+	withVolumes bool
+	volumes     *drain.Drainer
 }
 
 func (c *cloud) Delete(_ context.Context, nc *karpv1.NodeClaim) error {
@@ -92,12 +94,11 @@ func startControllers(t *testing.T, c *cloud) {
 	t.Helper()
 	mgr := testenv.NewManager(t, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
-	idx := mgr.GetFieldIndexer()
-	if err := idx.IndexField(ctx, &corev1.Node{}, nodeclaim.NodeProviderIDIndex, nodeclaim.NodeProviderID); err != nil {
+	if err := nodeclaim.RegisterIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		t.Fatal(err)
 	}
-	if err := idx.IndexField(ctx, &karpv1.NodeClaim{}, nodeclaim.NodeClaimProviderIDIndex, nodeclaim.NodeClaimProviderID); err != nil {
-		t.Fatal(err)
+	if c.withVolumes {
+		c.volumes = drain.New(mgr.GetClient(), kubernetes.NewForConfigOrDie(cfg))
 	}
 	recorder := mgr.GetEventRecorderFor("tailor-provisioner")
 	clk := clocktesting.NewFakeClock(time.Now())
@@ -245,7 +246,7 @@ func attachment(t *testing.T, name, node, pv string, attached bool) *storagev1.V
 }
 
 func TestTheInstanceWaitsForTheNodesVolumesToDetach(t *testing.T) {
-	c := &cloud{volumes: drain.New(kube, kubernetes.NewForConfigOrDie(cfg))}
+	c := &cloud{withVolumes: true}
 	const providerID = "aws:///us-east-1a/i-0000000000000d004"
 	const nodeName = "ip-10-0-0-4.ec2.internal"
 	nc := launched(t, "volumes", providerID, nodeName)

@@ -7,20 +7,32 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
+
+	"github.com/tailor-autoscaler/tailor/provisioner/reservation"
 )
 
 // BenchmarkSchedulingCycle is what the plugin adds to the cycle of a pod of a controller
-// that fits existing nodes, with nothing planned or reserved (the steady state): Filter on
-// every node, then PreScore over them all, as with percentageOfNodesToScore: 100. Nodes
-// carry the annotations a kubelet and Karpenter leave on them.
+// that fits existing nodes, with nothing planned: Filter on every node, then PreScore over
+// them all, as with percentageOfNodesToScore: 100. Nodes carry the annotations a kubelet
+// and Karpenter leave on them; none is reserved (the steady state), or some node elsewhere
+// is (while consolidation moves pods), which makes the plugin read every node's.
 func BenchmarkSchedulingCycle(b *testing.B) {
-	for _, count := range []int{500, 5000} {
-		b.Run(fmt.Sprintf("%d nodes", count), func(b *testing.B) {
+	for _, bm := range []struct {
+		nodes    int
+		reserved bool
+	}{{nodes: 500}, {nodes: 5000}, {nodes: 5000, reserved: true}} {
+		name := fmt.Sprintf("%d nodes", bm.nodes)
+		if bm.reserved {
+			name += ", one reserved elsewhere"
+		}
+		b.Run(name, func(b *testing.B) {
+			count := bm.nodes
 			nodes := make([]fwk.NodeInfo, count)
 			for i := range nodes {
 				node := st.MakeNode().Name(fmt.Sprintf("ip-10-0-%d-%d.ec2.internal", i/256, i%256)).
@@ -35,7 +47,11 @@ func BenchmarkSchedulingCycle(b *testing.B) {
 			}
 			pod := st.MakePod().Namespace("default").Name("web-0").UID("uid-0").Obj()
 			pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web", UID: "rs-web", Controller: ptr.To(true)}}
-			pl := &NodeProvisioning{provisioner: newSidecar(nil, sidecarOptions{}), clock: clock.RealClock{}}
+			reservations := &reservationCount{synced: func() bool { return true }, nodes: sets.New[string]()}
+			if bm.reserved {
+				reservations.update(st.MakeNode().Name("elsewhere").Annotation(reservation.AnnotationKey, "{}").Obj())
+			}
+			pl := &NodeProvisioning{provisioner: newSidecar(nil, sidecarOptions{}), clock: clock.RealClock{}, reservations: reservations}
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {

@@ -28,10 +28,11 @@ PATH="$TAILOR_ROOT/_output/bin:$PATH" go test -run '^$' -bench "${BENCH:-^Benchm
   -timeout 6h ./test/schedperf/ -args \
   -nodes "$nodes" -rounds "${ROUNDS:-1}" -percentage-of-nodes-to-score "${PERCENTAGE_OF_NODES_TO_SCORE:-}" \
   -results-json "$out/scheduler.json" -results-table "$out/scheduler.txt" -data-items-dir "$out/scheduler_perf" >"$out/scheduler.log" 2>&1 || status=$?
-if (( status != 0 )) || [[ ! -f "$out/scheduler.txt" ]]; then
-  grep -E -- '^(--- FAIL|FAIL|panic)|_test.go:[0-9]+:' "$out/scheduler.log" | tail -40 >&2 || true
-  log "benchmark failed (exit status $status); see $out/scheduler.log"
+# A workload that failed is left out of the table and the JSON.
+[[ -f "$out/scheduler.txt" ]] && cat "$out/scheduler.txt"
+if (( status != 0 )); then
+  grep -E -- '^(--- FAIL|FAIL|panic)|FATAL ERROR|_test.go:[0-9]+:' "$out/scheduler.log" | tail -40 >&2 || true
+  log "benchmark failed (exit status $status) after $(( $(date +%s) - start ))s; see $out/scheduler.log"
   exit 1
 fi
-cat "$out/scheduler.txt"
 log "done in $(( $(date +%s) - start ))s; wrote $out/scheduler.json"

@@ -144,7 +144,7 @@ func BenchmarkSchedulerThroughput(b *testing.B) {
 	}
 	results, err := Compare(runs, measured, *nodes, effective)
 	if err != nil {
-		b.Fatal(err)
+		b.Error(err)
 	}
 	var table strings.Builder
 	if err := WriteTable(&table, results); err != nil {

@@ -40,7 +40,7 @@ func TestDefaultSizes(t *testing.T) {
 		nodes int
 		want  Sizes
 	}{
-		{nodes: 5000, want: Sizes{Nodes: 5000, InitPods: 1000, MeasuredPods: 3000}},
+		{nodes: 5000, want: Sizes{Nodes: 5000, InitPods: 1000, MeasuredPods: 2000}},
 		{nodes: 500, want: Sizes{Nodes: 500, InitPods: 100, MeasuredPods: 1000}},
 	}
 	for _, tt := range tests {

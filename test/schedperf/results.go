@@ -2,6 +2,7 @@ package schedperf
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -89,8 +90,9 @@ func Throughputs(r io.Reader) (map[string]float64, error) {
 }
 
 // Compare pairs the runs of each workload, in the order workloads first appear in runs. A
-// workload needs at least one run of each scheduler; its throughputs and node counts are
-// the medians over its runs, and the ratio is Tailor's median over vanilla's.
+// workload's throughputs and node counts are the medians over its runs, and the ratio is
+// Tailor's median over vanilla's. Compare returns the results of the workloads measured with
+// both schedulers, and an error that names the others.
 func Compare(runs []Run, measured map[Run]Measurement, nodes int, percentage int32) ([]Result, error) {
 	var order []string
 	samples := map[string]map[Scheduler][]Measurement{}
@@ -106,14 +108,17 @@ func Compare(runs []Run, measured map[Run]Measurement, nodes int, percentage int
 		samples[r.Workload][r.Scheduler] = append(samples[r.Workload][r.Scheduler], m)
 	}
 	var out []Result
+	var errs []error
 	for _, w := range order {
 		v, t := samples[w][Vanilla], samples[w][Tailor]
 		if len(v) == 0 || len(t) == 0 {
-			return nil, fmt.Errorf("workload %s has %d vanilla and %d tailor measurements, want at least one of each", w, len(v), len(t))
+			errs = append(errs, fmt.Errorf("workload %s has %d vanilla and %d tailor measurements, want at least one of each", w, len(v), len(t)))
+			continue
 		}
 		vanilla, tailor := median(v, podsPerSecond), median(t, podsPerSecond)
 		if vanilla <= 0 {
-			return nil, fmt.Errorf("workload %s: vanilla scheduled %g pods/s", w, vanilla)
+			errs = append(errs, fmt.Errorf("workload %s: vanilla scheduled %g pods/s", w, vanilla))
+			continue
 		}
 		out = append(out, Result{
 			Workload: w, Nodes: nodes, PercentageOfNodesToScore: percentage,
@@ -121,7 +126,7 @@ func Compare(runs []Run, measured map[Run]Measurement, nodes int, percentage int
 			VanillaNodesUsed: int(median(v, nodesUsed)), TailorNodesUsed: int(median(t, nodesUsed)),
 		})
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 func podsPerSecond(m Measurement) float64 { return m.PodsPerSecond }

@@ -25,6 +25,10 @@ bench: ## Benchmark the planner on the shared workloads (1k/5k/10k pods, full ca
 bench-consolidation: ## Consolidation's growth curve in memory (about 500 to 5,000 nodes): first decision, later passes, cost vs a fresh plan; writes _output/bench/consolidation.json. NODES=, SHAPES=, DECISIONS= narrow it.
 	@hack/bench-consolidation.sh
 
+.PHONY: bench-scheduler
+bench-scheduler: ## Scheduler throughput on existing nodes with and without NodeProvisioning (scheduler_perf; NODES=5000, ROUNDS=1, PERCENTAGE_OF_NODES_TO_SCORE=as shipped): _output/bench/scheduler.json.
+	@hack/bench-scheduler.sh
+
 .PHONY: bench-scaledown
 bench-scaledown: binaries ## Scale webmix 2000→500 and diverse 1000→700 pods on the local stack: cost vs a fresh plan, nodes disrupted, evictions, PDB violations, time to converge.
 	_output/bin/tailor-dev scaledown

@@ -56,6 +56,8 @@ type NodeProvisioning struct {
 	// activatePods moves pods back into the scheduling queue: activate, unless a test sets
 	// another.
 	activatePods func(uids []types.UID)
+	// reservations counts the nodes consolidation reserved room on; nil reads every node.
+	reservations *reservationCount
 
 	mu sync.Mutex
 	// waitingSince is, per pod whose initialized planned node waits for the pods planned
@@ -124,6 +126,9 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 	}
 	pl.provisioner = client
 	if err := pl.forgetBoundPods(); err != nil {
+		return nil, err
+	}
+	if pl.reservations, err = trackReservations(h.SharedInformerFactory().Core().V1().Nodes().Informer()); err != nil {
 		return nil, err
 	}
 	return pl, nil

@@ -3,9 +3,13 @@ package nodeprovisioning
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/cache"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -32,7 +36,7 @@ func (r reservedNodes) Clone() fwk.StateData { return r }
 // Pods without a controller, and pods no node is reserved for, skip Score.
 func (pl *NodeProvisioning) PreScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
 	controller, ok := reservation.ControllerOf(pod)
-	if !ok {
+	if !ok || pl.reservations.none() {
 		return fwk.NewStatus(fwk.Skip)
 	}
 	now := pl.clock.Now()
@@ -73,6 +77,9 @@ func (pl *NodeProvisioning) Score(_ context.Context, state fwk.CycleState, _ *v1
 // rejects (a spread skew of the moment, say) would otherwise land in that room, and the pod
 // it was kept for would find no node and have one launched.
 func (pl *NodeProvisioning) keepsRoomForOthers(ctx context.Context, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	if pl.reservations.none() {
+		return nil
+	}
 	r, ok, err := reservation.Of(nodeInfo.Node())
 	if err != nil {
 		klog.FromContext(ctx).V(2).Info("Ignoring the node's reservation", "node", klog.KObj(nodeInfo.Node()), "err", err)
@@ -99,6 +106,83 @@ func (pl *NodeProvisioning) keepsRoomForOthers(ctx context.Context, pod *v1.Pod,
 		return nil
 	}
 	return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node keeps room for %d pod(s) consolidation moves onto it", pods))
+}
+
+// reservationCount counts the nodes that carry a reservation, as the scheduler's node
+// informer delivers them. While none does, Filter and PreScore skip reading every node's
+// annotations, which is most of what the plugin costs a pod that fits existing nodes. The
+// informer hands a change to the scheduler's cache and to the count separately, a moment
+// apart: a reservation just written may go unseen for that moment, as if written a moment
+// later (consolidation writes its reservations before it evicts the pods they are for),
+// and one just lifted costs a needless read. Until the count has seen every node it knows
+// nothing, and the nodes are read.
+type reservationCount struct {
+	// synced reports whether the handler has seen the informer's initial list.
+	synced     func() bool
+	seenSynced atomic.Bool
+
+	mu    sync.Mutex
+	nodes sets.Set[string]
+	// count is nodes.Len(), read without mu.
+	count atomic.Int64
+}
+
+// trackReservations counts the reserved nodes of the informer.
+func trackReservations(informer cache.SharedIndexInformer) (*reservationCount, error) {
+	c := &reservationCount{nodes: sets.New[string]()}
+	registration, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.update,
+		UpdateFunc: func(_, obj any) { c.update(obj) },
+		DeleteFunc: c.delete,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watching nodes: %w", err)
+	}
+	c.synced = registration.HasSynced
+	return c, nil
+}
+
+// none reports whether no node is reserved; a nil count knows nothing.
+func (c *reservationCount) none() bool {
+	if c == nil {
+		return false
+	}
+	if !c.seenSynced.Load() {
+		if !c.synced() {
+			return false
+		}
+		c.seenSynced.Store(true)
+	}
+	return c.count.Load() == 0
+}
+
+func (c *reservationCount) update(obj any) {
+	node, ok := obj.(*v1.Node)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, reserved := node.Annotations[reservation.AnnotationKey]; reserved {
+		c.nodes.Insert(node.Name)
+	} else {
+		c.nodes.Delete(node.Name)
+	}
+	c.count.Store(int64(c.nodes.Len()))
+}
+
+func (c *reservationCount) delete(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	node, ok := obj.(*v1.Node)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.nodes.Delete(node.Name)
+	c.count.Store(int64(c.nodes.Len()))
 }
 
 // logMissedRoom says, for a pod consolidation moved that fits no node, why each node

@@ -10,6 +10,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	clientsetfake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
@@ -192,5 +197,127 @@ func TestFilterKeepsTheRoomReservedForOtherControllers(t *testing.T) {
 				t.Errorf("status message (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestReservationCount(t *testing.T) {
+	reserved := func(name string) *v1.Node {
+		return st.MakeNode().Name(name).Annotation(reservation.AnnotationKey, "{}").Obj()
+	}
+	plain := func(name string) *v1.Node { return st.MakeNode().Name(name).Obj() }
+	tests := []struct {
+		name     string
+		synced   bool
+		events   func(c *reservationCount)
+		wantNone bool
+	}{
+		{name: "no node is reserved", synced: true, events: func(c *reservationCount) { c.update(plain("a")) }, wantNone: true},
+		{name: "a node is reserved", synced: true, events: func(c *reservationCount) { c.update(plain("a")); c.update(reserved("b")) }},
+		{name: "a malformed reservation counts: it is logged when read", synced: true, events: func(c *reservationCount) {
+			c.update(st.MakeNode().Name("a").Annotation(reservation.AnnotationKey, `{"pods": 3}`).Obj())
+		}},
+		{name: "the reservation is lifted", synced: true, events: func(c *reservationCount) { c.update(reserved("a")); c.update(plain("a")) }, wantNone: true},
+		{name: "the reserved node is deleted", synced: true, events: func(c *reservationCount) { c.update(reserved("a")); c.delete(reserved("a")) }, wantNone: true},
+		{name: "the reserved node is deleted while the watch was down", synced: true, events: func(c *reservationCount) {
+			c.update(reserved("a"))
+			c.delete(cache.DeletedFinalStateUnknown{Key: "a", Obj: reserved("a")})
+		}, wantNone: true},
+		{name: "one of two reserved nodes is lifted", synced: true, events: func(c *reservationCount) {
+			c.update(reserved("a"))
+			c.update(reserved("b"))
+			c.update(plain("a"))
+		}},
+		{name: "before the initial list is seen nothing is known", synced: false, events: func(c *reservationCount) { c.update(plain("a")) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &reservationCount{synced: func() bool { return tt.synced }, nodes: sets.New[string]()}
+			tt.events(c)
+			if got := c.none(); got != tt.wantNone {
+				t.Errorf("none() = %v, want %v", got, tt.wantNone)
+			}
+		})
+	}
+	var unknown *reservationCount
+	if unknown.none() {
+		t.Error("a nil count reports no reserved node, want it to know nothing")
+	}
+}
+
+// TestReservationCountFollowsTheInformer counts from a node informer: nodes listed before it
+// started, and a reservation written and lifted afterwards.
+func TestReservationCountFollowsTheInformer(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cs := clientsetfake.NewClientset(st.MakeNode().Name("a").Annotation(reservation.AnnotationKey, "{}").Obj(), st.MakeNode().Name("b").Obj())
+	factory := informers.NewSharedInformerFactory(cs, 0)
+	c, err := trackReservations(factory.Core().V1().Nodes().Informer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.none() {
+		t.Fatal("none() before the informer started, want it to know nothing")
+	}
+	factory.Start(ctx.Done())
+	waitFor := func(what string, want bool) {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			return c.none() == want, nil
+		}); err != nil {
+			t.Fatalf("%s: none() stayed %v", what, !want)
+		}
+	}
+	waitFor("node a is reserved", false)
+
+	a, err := cs.CoreV1().Nodes().Get(ctx, "a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(a.Annotations, reservation.AnnotationKey)
+	if _, err := cs.CoreV1().Nodes().Update(ctx, a, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the reservation is lifted", true)
+
+	b := st.MakeNode().Name("b").Annotation(reservation.AnnotationKey, "{}").Obj()
+	if _, err := cs.CoreV1().Nodes().Update(ctx, b, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("node b is reserved", false)
+}
+
+// TestNothingReservedSkipsReadingNodes: while the count knows of no reserved node, Filter and
+// PreScore do not read the nodes' annotations, not even a reservation the count has not
+// caught up with yet.
+func TestNothingReservedSkipsReadingNodes(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	const web, api types.UID = "rs-web", "rs-api"
+	value, err := reservation.Encode(reservation.Reservation{
+		Until:    metav1.NewTime(now.Add(10 * time.Minute)),
+		Pods:     map[types.UID]int{web: 4},
+		Requests: map[types.UID]v1.ResourceList{web: {v1.ResourceCPU: resource.MustParse("1")}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := st.MakeNode().Name("a").Annotation(reservation.AnnotationKey, value).
+		Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "4", v1.ResourceMemory: "16Gi", v1.ResourcePods: "110"}).Obj()
+	pod := func(name string, controller types.UID) *v1.Pod {
+		p := st.MakePod().Namespace("default").Name(name).UID(name).Req(map[v1.ResourceName]string{v1.ResourceCPU: "2"}).Obj()
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: string(controller), UID: controller, Controller: ptr.To(true)}}
+		return p
+	}
+	info := framework.NewNodeInfo()
+	info.SetNode(node)
+	pl := &NodeProvisioning{
+		provisioner:  &fakeProvisioner{},
+		clock:        clocktesting.NewFakeClock(now),
+		reservations: &reservationCount{synced: func() bool { return true }, nodes: sets.New[string]()},
+	}
+	if status := pl.Filter(context.Background(), nil, pod("api-0", api), info); !status.IsSuccess() {
+		t.Errorf("Filter = %v, want success", status)
+	}
+	if status := pl.PreScore(context.Background(), framework.NewCycleState(), pod("web-0", web), []fwk.NodeInfo{info}); !status.IsSkip() {
+		t.Errorf("PreScore = %v, want Skip", status)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -49,6 +50,9 @@ type sidecar struct {
 	nominations       map[types.UID]Nomination
 	// held counts, per node name, the pods nominated to it.
 	held map[string]int
+	// nominated is len(nominations), written under mu and read without it: Filter asks
+	// about every node for every pod, and most of the time nothing is nominated.
+	nominated atomic.Int64
 }
 
 type submission struct {
@@ -105,6 +109,9 @@ func (s *sidecar) Submit(pod *v1.Pod, rejections []*provisionerv1.Rejection, mes
 
 // Nomination returns the pod's planned node, if known.
 func (s *sidecar) Nomination(uid types.UID) (Nomination, bool) {
+	if s.nominated.Load() == 0 {
+		return Nomination{}, false
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n, ok := s.nominations[uid]
@@ -113,6 +120,10 @@ func (s *sidecar) Nomination(uid types.UID) (Nomination, bool) {
 
 // Held returns how many pods are nominated to the node and not bound yet.
 func (s *sidecar) Held(nodeName string) int {
+	// Only nominated pods hold nodes.
+	if s.nominated.Load() == 0 {
+		return 0
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.held[nodeName]
@@ -131,6 +142,7 @@ func (s *sidecar) Forget(uid types.UID) {
 func (s *sidecar) setNomination(uid types.UID, n Nomination) {
 	s.dropNomination(uid)
 	s.nominations[uid] = n
+	s.nominated.Store(int64(len(s.nominations)))
 	if n.launched() {
 		s.held[n.NodeName]++
 	}
@@ -143,6 +155,7 @@ func (s *sidecar) dropNomination(uid types.UID) {
 		return
 	}
 	delete(s.nominations, uid)
+	s.nominated.Store(int64(len(s.nominations)))
 	if !n.launched() {
 		return
 	}
@@ -288,6 +301,7 @@ func (s *sidecar) apply(resp *provisionerv1.WatchNominationsResponse) []types.UI
 			changed = append(changed, uid)
 		}
 		s.nominations, s.held = map[types.UID]Nomination{}, map[string]int{}
+		s.nominated.Store(0)
 	}
 	for _, n := range resp.GetNominations() {
 		uid := types.UID(n.GetPod().GetUid())

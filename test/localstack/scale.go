@@ -1,0 +1,72 @@
+package localstack
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Tuning of a stack with Options.Scale, for thousands of nodes and tens of thousands of pods
+// on a small machine.
+const (
+	// scaleQPS is the client rate of kube-controller-manager and tailor-scheduler: at their
+	// defaults (20 and 50 a second) the ReplicaSet controller alone takes 40 minutes to create
+	// 50,000 pods, and the scheduler's binds queue behind its events.
+	scaleQPS = 500
+	// scaleNodeLease is kwok's node lease duration: it renews each lease every quarter of it,
+	// so 40s (the stack's default) renews 5,000 leases 500 times a second, more writes than
+	// the whole workload makes. The node lifecycle controller's grace period follows it.
+	scaleNodeLease = 240 * time.Second
+)
+
+// scaleArgs are a component's flags on a stack with Options.Scale.
+func (s *Stack) scaleArgs(component string) []string {
+	if !s.opts.Scale {
+		return nil
+	}
+	switch component {
+	case APIServer:
+		return []string{
+			// The defaults (400 and 200) throttle a burst of pod creations, binds, kwok's
+			// status updates and informers' lists at once.
+			"--max-requests-inflight", "1600", "--max-mutating-requests-inflight", "800",
+		}
+	case ControllerManager:
+		return []string{
+			"--kube-api-qps", strconv.Itoa(scaleQPS), "--kube-api-burst", strconv.Itoa(2 * scaleQPS),
+			"--concurrent-deployment-syncs", "20", "--concurrent-replicaset-syncs", "20",
+			// Nodes whose lease kwok renews every minute must not be taken for lost between two
+			// renewals.
+			"--node-monitor-grace-period", (scaleNodeLease + time.Minute).String(),
+		}
+	}
+	return nil
+}
+
+// TailorUsers are the users Tailor's binaries run as on the stack (their ServiceAccounts).
+var TailorUsers = map[string]string{
+	"system:serviceaccount:tailor:tailor-scheduler":   Scheduler,
+	"system:serviceaccount:tailor:tailor-provisioner": Provisioner,
+}
+
+// writeAuditPolicy writes the API server's audit policy: Tailor's users' requests at
+// Metadata level, logged once, when received; nothing else.
+func writeAuditPolicy(dir string) (string, error) {
+	users := make([]string, 0, len(TailorUsers))
+	for u := range TailorUsers {
+		users = append(users, strconv.Quote(u))
+	}
+	policy := fmt.Sprintf(`apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [ResponseStarted, ResponseComplete, Panic]
+rules:
+- level: Metadata
+  users: [%s]
+- level: None
+`, strings.Join(users, ", "))
+	path := filepath.Join(dir, "audit-policy.yaml")
+	return path, os.WriteFile(path, []byte(policy), 0o644)
+}

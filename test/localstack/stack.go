@@ -626,14 +626,14 @@ func (s *Stack) startScheduler(ctx context.Context, replica string) error {
 	if s.ha() {
 		env = append(env, leader.ReplicaEnv+"="+replica)
 	}
-	err := s.run(name, s.opts.bin("tailor-scheduler"), []string{
+	err := s.run(name, s.opts.bin("tailor-scheduler"), append([]string{
 		"--config", cfgPath,
 		"--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc,
 		// The local API server runs no front proxy, so there is no request-header CA to read.
 		"--authentication-skip-lookup",
 		"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port),
 		"-v", "2",
-	}, env...)
+	}, s.scaleArgs(Scheduler)...), env...)
 	if err != nil {
 		return err
 	}

@@ -55,6 +55,22 @@ func (s *Stack) scaleArgs(component string) []string {
 	return nil
 }
 
+// writeKwokScaleConfig writes kwok's options at scale: by default it plays the stages of 4
+// pods and 4 nodes at a time and renews 4 leases at a time, one API call each; with the API
+// server answering in a second under a burst, pods bound waited by the hundred to be marked
+// Running.
+func writeKwokScaleConfig(dir string) (string, error) {
+	const config = `apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options:
+  podPlayStageParallelism: 64
+  nodePlayStageParallelism: 16
+  nodeLeaseParallelism: 16
+`
+	path := filepath.Join(dir, "kwok-scale.yaml")
+	return path, os.WriteFile(path, []byte(config), 0o644)
+}
+
 // TailorUsers are the users Tailor's binaries run as on the stack (their ServiceAccounts).
 var TailorUsers = map[string]string{
 	"system:serviceaccount:tailor:tailor-scheduler":   Scheduler,

@@ -470,10 +470,16 @@ func (s *Stack) startKubeScheduler(ctx context.Context) error {
 
 func (s *Stack) startKwok(ctx context.Context) error {
 	lease := "40"
+	var scaleConfig []string
 	if s.opts.Scale {
 		lease = strconv.Itoa(int(scaleNodeLease.Seconds()))
+		path, err := writeKwokScaleConfig(s.opts.Dir)
+		if err != nil {
+			return err
+		}
+		scaleConfig = []string{"--config", path}
 	}
-	err := s.run(Kwok, s.opts.bin("kwok"), []string{
+	err := s.run(Kwok, s.opts.bin("kwok"), append([]string{
 		"--kubeconfig", kubeconfigPath(s.opts.Dir, "kwok"),
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector", "kwok.x-k8s.io/node=fake",
@@ -481,7 +487,7 @@ func (s *Stack) startKwok(ctx context.Context) error {
 		"--node-lease-duration-seconds", lease,
 		"--server-address", fmt.Sprintf("127.0.0.1:%d", s.ports["kwok"]),
 		"--cidr", "10.244.0.0/16",
-	})
+	}, scaleConfig...))
 	if err != nil {
 		return err
 	}

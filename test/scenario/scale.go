@@ -133,6 +133,10 @@ type ScaleReport struct {
 	ConvergeSeconds         float64 `json:"convergeSeconds"`
 	PodsRunningAfter        int     `json:"podsRunningAfter"`
 	WallSeconds             float64 `json:"wallSeconds"`
+	// CPUPressurePercent is the share of the run's time some task on the machine waited
+	// for a CPU (/proc/pressure/cpu): near 100, the machine was oversubscribed and every
+	// time above stretched with it.
+	CPUPressurePercent float64 `json:"cpuPressurePercent"`
 }
 
 // APIRequestCount is the requests one of Tailor's binaries made with one verb on one
@@ -165,6 +169,9 @@ func Scale(ctx context.Context, stack *localstack.Stack, opts ScaleOptions, out 
 	if err != nil {
 		return nil, nil, err
 	}
+	// Without pressure stall information (kernels before 4.20) the share is left at zero.
+	pressureFrom, _ := cpuPressure()
+	start := time.Now()
 	var burst burstReading
 	opts.Provisioned = func(ctx context.Context) error {
 		b, err := readBurst(ctx, kube)
@@ -222,6 +229,9 @@ func Scale(ctx context.Context, stack *localstack.Stack, opts ScaleOptions, out 
 	}
 	rep.setRequests(counts)
 	rep.WallSeconds = r.Wall.Seconds()
+	if pressureTo, err := cpuPressure(); err == nil {
+		rep.CPUPressurePercent = 100 * (pressureTo - pressureFrom).Seconds() / time.Since(start).Seconds()
+	}
 	PrintScale(out, rep)
 	if opts.Report != "" {
 		if err := writeReport(opts.Report, rep); err != nil {
@@ -511,5 +521,20 @@ func PrintScale(w io.Writer, rep *ScaleReport) {
 		row("converged", "NO: last NodeClaim change %.0fs after the scale-down, %d kept pods running", rep.ConvergeSeconds, rep.PodsRunningAfter)
 	}
 	row("wall time", "%.0fs", rep.WallSeconds)
+	row("CPU pressure", "%.0f%% of the time some task waited for a CPU (the machine is shared)", rep.CPUPressurePercent)
 	tw.Flush()
+}
+
+// cpuPressure reads how long, in all, some task of the machine waited for a CPU.
+func cpuPressure() (time.Duration, error) {
+	raw, err := os.ReadFile("/proc/pressure/cpu")
+	if err != nil {
+		return 0, err
+	}
+	var avg10, avg60, avg300 float64
+	var total int64
+	if _, err := fmt.Sscanf(string(raw), "some avg10=%f avg60=%f avg300=%f total=%d", &avg10, &avg60, &avg300, &total); err != nil {
+		return 0, fmt.Errorf("reading /proc/pressure/cpu: %w", err)
+	}
+	return time.Duration(total) * time.Microsecond, nil
 }

@@ -175,8 +175,16 @@ func Scale(ctx context.Context, stack *localstack.Stack, opts ScaleOptions, out 
 	var burst burstReading
 	opts.Provisioned = func(ctx context.Context) error {
 		b, err := readBurst(ctx, kube)
+		if err != nil {
+			return err
+		}
 		burst = b
-		return err
+		// Consolidation may take long at scale: the burst's figures are printed now too.
+		var early ScaleReport
+		burst.report(&early, opts.BatchWindow)
+		fmt.Fprintf(out, "burst: %d NodeClaims; pending → NodeClaim p50 %.0fs, p99 %.0fs beyond the batch window; %.1f pods bound a second over %.0fs\n",
+			early.NodesLaunched, early.PendingToNodeClaimP50Seconds, early.PendingToNodeClaimP99Seconds, early.PodsBoundPerSecond, early.BindSeconds)
+		return nil
 	}
 	pollCtx, stopPoll := context.WithCancel(ctx)
 	decisions := &decisionPoll{}

@@ -33,6 +33,10 @@ bench-scheduler: ## Scheduler throughput on existing nodes with and without Node
 bench-scaledown: binaries ## Scale webmix 2000→500 and diverse 1000→700 pods on the local stack: cost vs a fresh plan, nodes disrupted, evictions, PDB violations, time to converge.
 	_output/bin/tailor-dev scaledown
 
+.PHONY: bench-scale
+bench-scale: binaries ## Burst to 5,000 nodes (webmix+diverse, NODES= or PODS= for less), scale down to a third: latencies, binds/s, RSS/CPU, API requests, consolidation; writes _output/bench/scale.json.
+	_output/bin/tailor-dev scale $(if $(NODES),--nodes $(NODES)) $(if $(PODS),--pods $(PODS))
+
 .PHONY: binaries
 binaries: ## Build every binary into _output/bin (Kubernetes binaries cached by version).
 	hack/build.sh

@@ -58,3 +58,14 @@ func (m Metrics) Sum(name string, match map[string]string) float64 {
 	}
 	return total
 }
+
+// Histogram returns the sample count and sum of a histogram family, over all its series.
+func (m Metrics) Histogram(name string) (count uint64, sum float64) {
+	for _, metric := range m[name].GetMetric() {
+		if h := metric.GetHistogram(); h != nil {
+			count += h.GetSampleCount()
+			sum += h.GetSampleSum()
+		}
+	}
+	return count, sum
+}

@@ -115,6 +115,13 @@ type Options struct {
 	// ProvisionerArgs are flags every tailor-provisioner gets after the stack's own, e.g. a
 	// scenario's --disruption-interval.
 	ProvisionerArgs []string
+	// Scale tunes the stack for thousands of nodes and tens of thousands of pods (make
+	// bench-scale); see scaleArgs.
+	Scale bool
+	// Audit makes the API server log every request of Tailor's own users (TailorUsers) to
+	// AuditLog, at Metadata level when the request is received: who asked, the verb, the
+	// resource, when.
+	Audit bool
 	// Detach lets the processes outlive the caller (make up).
 	Detach bool
 	// Progress receives a line per step; nil discards.
@@ -138,6 +145,8 @@ type Stack struct {
 	// ProvisionerMetricsURLs those of every replica.
 	ProvisionerMetricsURL  string
 	ProvisionerMetricsURLs []string
+	// AuditLog is the API server's audit log when Options.Audit is set.
+	AuditLog string
 	// order is the start order of this stack's components.
 	order []string
 }
@@ -202,6 +211,9 @@ func Up(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	s := &Stack{opts: opts, procs: map[string]*process{}, ports: map[string]int{}, SocketPath: filepath.Join(opts.Dir, "run", "provisioner.sock")}
+	if opts.Audit {
+		s.AuditLog = filepath.Join(opts.Dir, "logs", "audit.log")
+	}
 	defer func() {
 		if err != nil {
 			s.Down()
@@ -352,7 +364,7 @@ func (s *Stack) startEtcd(ctx context.Context) error {
 
 func (s *Stack) startAPIServer(ctx context.Context) error {
 	pki := func(f string) string { return filepath.Join(s.opts.Dir, "pki", f) }
-	err := s.run(APIServer, s.opts.bin("kube-apiserver"), []string{
+	args := []string{
 		"--etcd-servers", fmt.Sprintf("http://127.0.0.1:%d", s.ports["etcd-client"]),
 		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
 		"--secure-port", strconv.Itoa(s.ports["apiserver"]),
@@ -366,8 +378,15 @@ func (s *Stack) startAPIServer(ctx context.Context) error {
 		"--profiling=false",
 		// A loopback address cannot back the kubernetes Service's endpoints.
 		"--endpoint-reconciler-type", "none",
-	})
-	if err != nil {
+	}
+	if s.AuditLog != "" {
+		policy, err := writeAuditPolicy(s.opts.Dir)
+		if err != nil {
+			return err
+		}
+		args = append(args, "--audit-policy-file", policy, "--audit-log-path", s.AuditLog, "--audit-log-format", "json")
+	}
+	if err := s.run(APIServer, s.opts.bin("kube-apiserver"), append(args, s.scaleArgs(APIServer)...)); err != nil {
 		return err
 	}
 	cs, err := kubernetes.NewForConfig(s.Config)
@@ -395,7 +414,7 @@ func (s *Stack) startAPIServer(ctx context.Context) error {
 
 func (s *Stack) startControllerManager(ctx context.Context) error {
 	kc := kubeconfigPath(s.opts.Dir, "kube-controller-manager")
-	err := s.run(ControllerManager, s.opts.bin("kube-controller-manager"), []string{
+	err := s.run(ControllerManager, s.opts.bin("kube-controller-manager"), append([]string{
 		"--kubeconfig", kc, "--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc,
 		"--service-account-private-key-file", filepath.Join(s.opts.Dir, "pki", "sa.key"),
 		"--root-ca-file", filepath.Join(s.opts.Dir, "pki", "ca.crt"),
@@ -404,7 +423,7 @@ func (s *Stack) startControllerManager(ctx context.Context) error {
 		"--secure-port=0",
 		"--controllers", "*,-csrsigning,-csrapproving,-csrcleaner",
 		"--node-monitor-period", "2s",
-	})
+	}, s.scaleArgs(ControllerManager)...))
 	if err != nil {
 		return err
 	}
@@ -450,15 +469,25 @@ func (s *Stack) startKubeScheduler(ctx context.Context) error {
 }
 
 func (s *Stack) startKwok(ctx context.Context) error {
-	err := s.run(Kwok, s.opts.bin("kwok"), []string{
+	lease := "40"
+	var scaleConfig []string
+	if s.opts.Scale {
+		lease = strconv.Itoa(int(scaleNodeLease.Seconds()))
+		path, err := writeKwokScaleConfig(s.opts.Dir)
+		if err != nil {
+			return err
+		}
+		scaleConfig = []string{"--config", path}
+	}
+	err := s.run(Kwok, s.opts.bin("kwok"), append([]string{
 		"--kubeconfig", kubeconfigPath(s.opts.Dir, "kwok"),
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector", "kwok.x-k8s.io/node=fake",
 		"--config", filepath.Join(s.opts.Root, "_output", "etc", "kwok-stages.yaml"),
-		"--node-lease-duration-seconds", "40",
+		"--node-lease-duration-seconds", lease,
 		"--server-address", fmt.Sprintf("127.0.0.1:%d", s.ports["kwok"]),
 		"--cidr", "10.244.0.0/16",
-	})
+	}, scaleConfig...))
 	if err != nil {
 		return err
 	}
@@ -603,14 +632,14 @@ func (s *Stack) startScheduler(ctx context.Context, replica string) error {
 	if s.ha() {
 		env = append(env, leader.ReplicaEnv+"="+replica)
 	}
-	err := s.run(name, s.opts.bin("tailor-scheduler"), []string{
+	err := s.run(name, s.opts.bin("tailor-scheduler"), append([]string{
 		"--config", cfgPath,
 		"--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc,
 		// The local API server runs no front proxy, so there is no request-header CA to read.
 		"--authentication-skip-lookup",
 		"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port),
 		"-v", "2",
-	}, env...)
+	}, s.scaleArgs(Scheduler)...), env...)
 	if err != nil {
 		return err
 	}
@@ -638,6 +667,9 @@ func (s *Stack) writeSchedulerConfig(path, kubeconfig, socket string) error {
 		conn = map[string]any{}
 	}
 	conn["kubeconfig"] = kubeconfig
+	if s.opts.Scale {
+		conn["qps"], conn["burst"] = scaleQPS, 2*scaleQPS
+	}
 	cfg["clientConnection"] = conn
 	cfg["leaderElection"] = map[string]any{"leaderElect": false}
 	if s.ha() {

@@ -1,6 +1,10 @@
 package localstack
 
-import "testing"
+import (
+	"os"
+	"testing"
+	"time"
+)
 
 func TestFreePortSkipsThePortsPicked(t *testing.T) {
 	every := map[int]bool{}
@@ -22,5 +26,19 @@ func TestFreePortSkipsThePortsPicked(t *testing.T) {
 		if odd[port] || port < firstListenPort || port > lastListenPort {
 			t.Fatalf("freePort returned %d: picked already, or outside %d–%d", port, firstListenPort, lastListenPort)
 		}
+	}
+}
+
+func TestProcessUsageReadsThisProcess(t *testing.T) {
+	// Burn some CPU so the reading is not zero.
+	deadline := time.Now().Add(50 * time.Millisecond)
+	for time.Now().Before(deadline) {
+	}
+	u, err := processUsage(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.PeakRSSBytes < 1<<20 || u.CPUSeconds <= 0 {
+		t.Errorf("usage of this test process %+v, want a peak RSS of at least 1 MiB and some CPU time", u)
 	}
 }

@@ -78,6 +78,25 @@ func ParseKeepRule(s string) (KeepRule, error) {
 	return KeepRule{Kept: k, Every: n}, nil
 }
 
+// Workload is one shared workload (test/workloads) a scale-down runs: its shape, its pods,
+// and the pods the scale-down keeps.
+type Workload struct {
+	Shape string
+	Pods  int
+	Keep  KeepRule
+}
+
+// Kept counts the pods the scale-down keeps.
+func (w Workload) Kept() int {
+	n := 0
+	for i := range w.Pods {
+		if w.Keep.Keeps(i) {
+			n++
+		}
+	}
+	return n
+}
+
 // IssueScaleDowns are the scale-downs issue 5 measures: webmix from 2,000 pods to 500 and
 // diverse from 1,000 to 700, with the keep rules of provisioner/disruption's in-memory
 // measurement (i%4 == 0 and i%10 < 7).
@@ -111,6 +130,11 @@ type ScaleDownOptions struct {
 	Pods  int
 	// Keep says which of the workload's pods the scale-down keeps.
 	Keep KeepRule
+	// With are further workloads run beside the first in the same cluster (bench-scale's
+	// webmix and diverse): their NodePools are applied beside the first's (an EC2NodeClass
+	// of a name already applied is applied once), their pods grouped into Deployments with
+	// the first's, and the fresh plans plan them all together.
+	With []Workload
 	// ConsolidateAfter is set on every NodePool of the workload once the Deployments have
 	// deleted the pods scaled down (DefaultConsolidateAfter). Until then it is Never:
 	// consolidating while thousands of pods come up moves pods of a cluster still being
@@ -144,13 +168,30 @@ type ScaleDownOptions struct {
 	StallTimeout time.Duration
 	// Snapshot, when set, is the file the start of consolidation is written to once the
 	// Deployments have deleted the pods scaled down: the nodes and the workload's pods on
-	// them (workloads.Snapshot), to replay in memory.
+	// them (workloads.Snapshot), to replay in memory. A snapshot holds one workload: it
+	// cannot be set With others.
 	Snapshot string
+	// Provisioned, when set, is called once the pods run (or the run stalled), before the
+	// scale-down, while the burst's pods and NodeClaims are all there to read.
+	Provisioned func(ctx context.Context) error
+}
+
+// workloads are the scale-down's workloads, the first one first.
+func (o *ScaleDownOptions) workloads() []Workload {
+	return append([]Workload{{Shape: o.Shape, Pods: o.Pods, Keep: o.Keep}}, o.With...)
 }
 
 func (o *ScaleDownOptions) defaults() error {
-	if o.Root == "" || o.Shape == "" || o.Pods < 1 || o.Keep.Every < 1 {
-		return errors.New("scale-down: Root, Shape, Pods and Keep must be set")
+	if o.Root == "" {
+		return errors.New("scale-down: Root must be set")
+	}
+	for _, w := range o.workloads() {
+		if w.Shape == "" || w.Pods < 1 || w.Keep.Every < 1 {
+			return errors.New("scale-down: every workload's Shape, Pods and Keep must be set")
+		}
+	}
+	if o.Snapshot != "" && len(o.With) > 0 {
+		return errors.New("scale-down: a snapshot holds one workload, not one With others")
 	}
 	if o.ConsolidateAfter == 0 {
 		o.ConsolidateAfter = DefaultConsolidateAfter
@@ -172,8 +213,8 @@ func (o *ScaleDownOptions) defaults() error {
 
 // ScaleDownResult is what a scale-down measured.
 type ScaleDownResult struct {
-	Shape string
-	Keep  KeepRule
+	// Workloads are the workloads run, the first one first.
+	Workloads []Workload
 	// From and To are the pods before and after the scale-down, Deployments how many
 	// Deployments (each with a PodDisruptionBudget of maxUnavailable 1) hold them.
 	From, To, Deployments int
@@ -236,6 +277,20 @@ type ScaleDownResult struct {
 	ClaimsWithoutInstance []string
 	// Wall is the whole scenario's time.
 	Wall time.Duration
+	// Applied is when the Deployments were created, ScaledAt when they were scaled down
+	// and ConsolidationOn when consolidation was turned on.
+	Applied, ScaledAt, ConsolidationOn time.Time
+}
+
+// Name names the workloads run: their shapes joined by "+".
+func (r *ScaleDownResult) Name() string { return workloadsName(r.Workloads) }
+
+func workloadsName(ws []Workload) string {
+	shapes := make([]string, len(ws))
+	for i, w := range ws {
+		shapes[i] = w.Shape
+	}
+	return strings.Join(shapes, "+")
 }
 
 // Ratio is the hourly cost after convergence over the fresh plan of the kept pods.
@@ -277,18 +332,17 @@ func ScaleDown(ctx context.Context, stack *localstack.Stack, opts ScaleDownOptio
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
-	path, err := workloads.Generate(opts.Root, opts.Shape, opts.Pods)
+	parts := opts.workloads()
+	paths, in, keeps, err := readWorkloads(opts.Root, parts)
 	if err != nil {
 		return nil, err
 	}
-	in, err := workloads.Read(path)
+	keep := func(i int) bool { return keeps[i] }
+	deployments, err := groupDeployments(in.Pods, keep)
 	if err != nil {
 		return nil, err
 	}
-	deployments, err := groupDeployments(in.Pods, opts.Keep)
-	if err != nil {
-		return nil, err
-	}
+	name := workloadsName(parts)
 	// Thousands of objects are created, scaled and read: the default 5 requests a second
 	// would take minutes.
 	cfg := rest.CopyConfig(stack.Config)
@@ -301,14 +355,14 @@ func ScaleDown(ctx context.Context, stack *localstack.Stack, opts ScaleDownOptio
 	if err != nil {
 		return nil, err
 	}
-	r := &ScaleDownResult{Shape: opts.Shape, Keep: opts.Keep, Deployments: len(deployments), Quiet: opts.Quiet}
+	r := &ScaleDownResult{Workloads: parts, Deployments: len(deployments), Quiet: opts.Quiet}
 	for _, d := range deployments {
 		r.From += d.from
 		r.To += d.to
 	}
-	fmt.Fprintf(out, "%s: %d pods as %d Deployments, each with a PodDisruptionBudget of maxUnavailable 1; scaling down to %d (keep %s)\n",
-		opts.Shape, r.From, len(deployments), r.To, opts.Keep)
-	pools, err := applyNodePools(ctx, cfg, path, stack.ClusterName())
+	fmt.Fprintf(out, "%s: %d pods as %d Deployments, each with a PodDisruptionBudget of maxUnavailable 1; scaling down to %d (%s)\n",
+		name, r.From, len(deployments), r.To, describeWorkloads(parts))
+	pools, err := applyNodePools(ctx, cfg, paths, stack.ClusterName())
 	if err != nil {
 		return nil, err
 	}
@@ -323,7 +377,7 @@ func ScaleDown(ctx context.Context, stack *localstack.Stack, opts ScaleDownOptio
 	if err != nil {
 		return nil, err
 	}
-	run := &scaleDownRun{opts: opts, in: in, endpoint: stack.AWSEndpoint, metricsURLs: stack.ProvisionerMetricsURLs, cs: cs, kube: kube, deployments: deployments, pools: pools, w: w, r: r, out: out}
+	run := &scaleDownRun{opts: opts, name: name, in: in, endpoint: stack.AWSEndpoint, metricsURLs: stack.ProvisionerMetricsURLs, cs: cs, kube: kube, deployments: deployments, pools: pools, w: w, r: r, out: out}
 	if err := run.provision(ctx); err != nil {
 		return nil, err
 	}
@@ -335,7 +389,7 @@ func ScaleDown(ctx context.Context, stack *localstack.Stack, opts ScaleDownOptio
 	}
 	stopWatch()
 	w.record(r)
-	if err := r.measureEnd(ctx, kube, stack.AWSEndpoint, in, opts.Keep); err != nil {
+	if err := r.measureEnd(ctx, kube, stack.AWSEndpoint, in, keep); err != nil {
 		return nil, err
 	}
 	r.Wall = time.Since(start)
@@ -346,6 +400,8 @@ func ScaleDown(ctx context.Context, stack *localstack.Stack, opts ScaleDownOptio
 // scaleDownRun is a scale-down under way.
 type scaleDownRun struct {
 	opts ScaleDownOptions
+	// name names the workloads in progress lines.
+	name string
 	// in is the workload as planner input.
 	in          packing.Input
 	endpoint    string
@@ -364,6 +420,7 @@ type scaleDownRun struct {
 // StallTimeout, until no more start), then records the cost.
 func (s *scaleDownRun) provision(ctx context.Context) error {
 	created := time.Now()
+	s.r.Applied = created
 	if err := createDeployments(ctx, s.cs, s.deployments); err != nil {
 		return err
 	}
@@ -390,7 +447,7 @@ func (s *scaleDownRun) provision(ctx context.Context) error {
 	if r.RunningBefore = running; running < r.From {
 		r.Stuck = s.w.pendingPods(ctx)
 		fmt.Fprintf(s.out, "%s: %d of %d pods running, none more for %s; scaling down anyway (the scale-down deletes pending pods first)%s\n",
-			opts.Shape, running, r.From, opts.StallTimeout, describe(r.Stuck))
+			s.name, running, r.From, opts.StallTimeout, describe(r.Stuck))
 	}
 	before, err := liveInstances(ctx, s.endpoint)
 	if err != nil {
@@ -398,7 +455,10 @@ func (s *scaleDownRun) provision(ctx context.Context) error {
 	}
 	r.NodesBefore, r.CostBefore = len(before), totalPrice(before)
 	fmt.Fprintf(s.out, "%s: %d pods running after %s on %d nodes, $%.2f/hour; scaling down\n",
-		opts.Shape, r.RunningBefore, r.Provisioned.Round(time.Second), r.NodesBefore, r.CostBefore)
+		s.name, r.RunningBefore, r.Provisioned.Round(time.Second), r.NodesBefore, r.CostBefore)
+	if opts.Provisioned != nil {
+		return opts.Provisioned(ctx)
+	}
 	return nil
 }
 
@@ -406,6 +466,7 @@ func (s *scaleDownRun) provision(ctx context.Context) error {
 // controller has deleted the pods scaled down, or at once with ConsolidateDuringScaleDown.
 func (s *scaleDownRun) scaleDown(ctx context.Context) error {
 	s.scaledAt = s.w.startScaleDown()
+	s.r.ScaledAt = s.scaledAt
 	if err := scaleDeployments(ctx, s.cs, s.deployments); err != nil {
 		return err
 	}
@@ -427,14 +488,15 @@ func (s *scaleDownRun) scaleDown(ctx context.Context) error {
 		if err := workloads.WriteSnapshot(s.opts.Snapshot, snap); err != nil {
 			return err
 		}
-		fmt.Fprintf(s.out, "%s: the start of consolidation, %d nodes, written to %s\n", s.opts.Shape, len(snap.Nodes), s.opts.Snapshot)
+		fmt.Fprintf(s.out, "%s: the start of consolidation, %d nodes, written to %s\n", s.name, len(snap.Nodes), s.opts.Snapshot)
 	}
 	if err := s.pools.consolidate(ctx, s.opts.ConsolidateAfter); err != nil {
 		return err
 	}
 	// The quiet period counts from when consolidation could first act.
 	s.w.changed()
-	fmt.Fprintf(s.out, "%s: scaled down; consolidation on after %s\n", s.opts.Shape, s.r.Deleted.Round(time.Second))
+	s.r.ConsolidationOn = time.Now()
+	fmt.Fprintf(s.out, "%s: scaled down; consolidation on after %s\n", s.name, s.r.Deleted.Round(time.Second))
 	return nil
 }
 
@@ -531,7 +593,7 @@ func (s *scaleDownRun) converge(ctx context.Context) error {
 	case ctx.Err() != nil || !wait.Interrupted(err):
 		return err
 	default:
-		fmt.Fprintf(s.out, "%s: not converged within %s: %s%s\n", s.opts.Shape, s.opts.ConvergeTimeout, last, describe(s.w.pendingPods(ctx)))
+		fmt.Fprintf(s.out, "%s: not converged within %s: %s%s\n", s.name, s.opts.ConvergeTimeout, last, describe(s.w.pendingPods(ctx)))
 	}
 	s.r.Converge = last.lastChange.Sub(s.scaledAt)
 	s.r.Running, s.r.Pending = last.running, last.pending
@@ -567,8 +629,9 @@ func idlePassesOf(ctx context.Context, metricsURL string) (float64, error) {
 }
 
 // groupDeployments groups the workload's pods whose labels and spec are identical into
-// Deployments, in the order of their first pod, and counts the pods keep keeps of each.
-func groupDeployments(pods []*corev1.Pod, keep KeepRule) ([]*deployment, error) {
+// Deployments, in the order of their first pod, and counts the pods keep keeps of each (by
+// their index in pods).
+func groupDeployments(pods []*corev1.Pod, keep func(i int) bool) ([]*deployment, error) {
 	byKey := map[string]*deployment{}
 	var out []*deployment
 	for i, p := range pods {
@@ -583,7 +646,7 @@ func groupDeployments(pods []*corev1.Pod, keep KeepRule) ([]*deployment, error) 
 			out = append(out, d)
 		}
 		d.from++
-		if keep.Keeps(i) {
+		if keep(i) {
 			d.to++
 			d.kept = append(d.kept, i)
 		}
@@ -672,14 +735,18 @@ type workloadPools struct {
 // applyNodePools applies the workload's EC2NodeClasses, selecting the subnets and security
 // groups tagged for the stack's cluster, and its NodePools with consolidation off until
 // consolidate turns it on.
-func applyNodePools(ctx context.Context, cfg *rest.Config, path, cluster string) (*workloadPools, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading workload: %w", err)
-	}
-	objs, err := localstack.Decode(raw)
-	if err != nil {
-		return nil, err
+func applyNodePools(ctx context.Context, cfg *rest.Config, paths []string, cluster string) (*workloadPools, error) {
+	var objs []*unstructured.Unstructured
+	for _, path := range paths {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("reading workload: %w", err)
+		}
+		decoded, err := localstack.Decode(raw)
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, decoded...)
 	}
 	applier, err := localstack.NewApplier(cfg)
 	if err != nil {
@@ -690,6 +757,9 @@ func applyNodePools(ctx context.Context, cfg *rest.Config, path, cluster string)
 	for _, o := range objs {
 		switch o.GroupVersionKind().GroupKind() {
 		case awsv1.SchemeGroupVersion.WithKind("EC2NodeClass").GroupKind():
+			if slices.Contains(w.classes, o.GetName()) {
+				continue
+			}
 			// The generator tags for a cluster named demo.
 			for _, field := range []string{"subnetSelectorTerms", "securityGroupSelectorTerms"} {
 				terms := []any{map[string]any{"tags": map[string]any{discoveryTag: cluster}}}
@@ -1128,7 +1198,7 @@ func (w *scaleDownWatch) record(r *ScaleDownResult) {
 
 // measureEnd reads the cost and the instances at the end, plans the pods afresh and checks
 // that the planner's prices are the local endpoint's.
-func (r *ScaleDownResult) measureEnd(ctx context.Context, kube client.Client, endpoint string, in packing.Input, keep KeepRule) error {
+func (r *ScaleDownResult) measureEnd(ctx context.Context, kube client.Client, endpoint string, in packing.Input, keep func(i int) bool) error {
 	live, err := liveInstances(ctx, endpoint)
 	if err != nil {
 		return err
@@ -1161,7 +1231,7 @@ func (r *ScaleDownResult) measureEnd(ctx context.Context, kube client.Client, en
 	}
 	var kept []*corev1.Pod
 	for i, p := range in.Pods {
-		if keep.Keeps(i) {
+		if keep(i) {
 			kept = append(kept, p)
 		}
 	}
@@ -1299,8 +1369,7 @@ func hasInstance(instances []localaws.InstanceSummary, id string) bool {
 func PrintScaleDown(w io.Writer, r *ScaleDownResult) {
 	out := &bytes.Buffer{}
 	defer func() { _, _ = w.Write(out.Bytes()) }()
-	fmt.Fprintf(out, "\n%s %d → %d pods (keep %s), %d Deployments with a PodDisruptionBudget of maxUnavailable 1\n",
-		r.Shape, r.From, r.To, r.Keep, r.Deployments)
+	fmt.Fprintf(out, "\n%s, %d Deployments with a PodDisruptionBudget of maxUnavailable 1\n", describeWorkloads(r.Workloads), r.Deployments)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	row := func(k, format string, args ...any) {
 		fmt.Fprintf(tw, "  %s\t"+format+"\n", append([]any{k}, args...)...)
@@ -1369,4 +1438,43 @@ func ratio(a, b float64) float64 {
 		return 0
 	}
 	return a / b
+}
+
+// describeWorkloads renders the scale-down of each workload: "webmix 2000 → 500 pods (keep
+// 1/4)", joined by " and ".
+func describeWorkloads(ws []Workload) string {
+	parts := make([]string, len(ws))
+	for i, w := range ws {
+		parts[i] = fmt.Sprintf("%s %d → %d pods (keep %s)", w.Shape, w.Pods, w.Kept(), w.Keep)
+	}
+	return strings.Join(parts, " and ")
+}
+
+// readWorkloads generates each workload and reads them as one planner input: the pods in
+// order, workload by workload, the NodePools of every workload (one of a name already read
+// is left out) and their DaemonSets. keeps says, per pod of the input, whether the
+// scale-down keeps it.
+func readWorkloads(root string, ws []Workload) (paths []string, in packing.Input, keeps []bool, err error) {
+	for _, w := range ws {
+		path, err := workloads.Generate(root, w.Shape, w.Pods)
+		if err != nil {
+			return nil, packing.Input{}, nil, err
+		}
+		part, err := workloads.Read(path)
+		if err != nil {
+			return nil, packing.Input{}, nil, err
+		}
+		paths = append(paths, path)
+		for i, p := range part.Pods {
+			in.Pods = append(in.Pods, p)
+			keeps = append(keeps, w.Keep.Keeps(i))
+		}
+		for _, np := range part.NodePools {
+			if !slices.ContainsFunc(in.NodePools, func(o packing.NodePool) bool { return o.NodePool.Name == np.NodePool.Name }) {
+				in.NodePools = append(in.NodePools, np)
+			}
+		}
+		in.DaemonSets = append(in.DaemonSets, part.DaemonSets...)
+	}
+	return paths, in, keeps, nil
 }

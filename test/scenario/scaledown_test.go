@@ -97,7 +97,7 @@ func TestGroupDeploymentsGroupsIdenticalPods(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ds, err := groupDeployments(tc.pods, tc.keep)
+			ds, err := groupDeployments(tc.pods, tc.keep.Keeps)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,6 +7,9 @@
 //	tailor-dev scaledown
 //	                   for each scale-down (by default the two issue 5 measures), start a
 //	                   fresh stack, run it, print its report, stop the stack
+//	tailor-dev scale   start a fresh stack tuned for scale, run bench-scale (a burst of
+//	                   webmix and diverse pods to thousands of nodes, scaled down to a
+//	                   third), print its table, write its JSON, stop the stack
 package main
 
 import (
@@ -35,7 +38,6 @@ func main() {
 	bootDelay := fs.Duration("boot-delay", 2*time.Second, "How long a launched instance takes to register its node.")
 	var sd scaleDownFlags
 	fs.StringVar(&sd.shape, "shape", "", "scaledown: workload shape (webmix, diverse, ...); empty runs the scale-downs of issue 5 (webmix 2000 keep 1/4, diverse 1000 keep 7/10).")
-	fs.IntVar(&sd.pods, "pods", 0, "scaledown: pods before the scale-down; 0 takes issue 5's for the shape.")
 	fs.StringVar(&sd.keep, "keep", "", "scaledown: keep rule K/N, pod i of the workload is kept when i%N < K; empty takes issue 5's for the shape.")
 	fs.DurationVar(&sd.consolidateAfter, "consolidate-after", scenario.DefaultConsolidateAfter, "scaledown: consolidateAfter of the workload's NodePools.")
 	fs.DurationVar(&sd.disruptionInterval, "disruption-interval", scenario.DefaultDisruptionInterval, "scaledown: the sidecar's --disruption-interval.")
@@ -43,19 +45,25 @@ func main() {
 	fs.StringVar(&sd.snapshotDir, "snapshot-dir", "", "scaledown: write the start of consolidation (nodes and the workload's pods on them) to DIR/SHAPE-PODS-start.json, to replay in memory.")
 	fs.IntVar(&sd.provisionerVerbosity, "provisioner-v", 1, "scaledown: the sidecar's log verbosity (-v); 2 also logs the room each decision reserves per node.")
 	fs.BoolVar(&sd.duringScaleDown, "consolidate-during-scale-down", false, "scaledown: turn consolidation on when the Deployments are scaled, while they still delete pods, instead of once they are done.")
+	var sc scaleFlags
+	fs.IntVar(&sc.nodes, "nodes", 0, fmt.Sprintf("scale: the node count to reach (%d); the pods follow at %.1f a node unless --pods is given.", scenario.ScaleNodes, scenario.ScalePodsPerNode))
+	fs.IntVar(&sc.pods, "pods", 0, "scale: pods in all, four in five webmix, one in five diverse (scaledown: pods before the scale-down; 0 takes issue 5's for the shape).")
+	fs.StringVar(&sc.report, "report", "_output/bench/scale.json", "scale: the JSON report, relative to --root.")
+	fs.DurationVar(&sc.convergeTimeout, "converge-timeout", 2*time.Hour, "scale: how long consolidation may take to converge.")
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: tailor-dev up|env|down|demo|scaledown [flags]")
+		fmt.Fprintln(os.Stderr, "usage: tailor-dev up|env|down|demo|scaledown|scale [flags]")
 		os.Exit(2)
 	}
 	cmd := os.Args[1]
 	_ = fs.Parse(os.Args[2:])
+	sd.pods = sc.pods
 	// The scale-down watches through controller-runtime's cache, which logs through this.
 	ctrllog.SetLogger(klog.Background())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	absRoot, err := filepath.Abs(*root)
 	if err == nil {
-		err = run(ctx, cmd, absRoot, *dir, *bootDelay, sd)
+		err = run(ctx, cmd, absRoot, *dir, *bootDelay, sd, sc)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "tailor-dev "+cmd+": "+err.Error())
@@ -63,7 +71,7 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, cmd, root, dir string, bootDelay time.Duration, sd scaleDownFlags) error {
+func run(ctx context.Context, cmd, root, dir string, bootDelay time.Duration, sd scaleDownFlags, sc scaleFlags) error {
 	switch cmd {
 	case "up":
 		absDir, err := filepath.Abs(dir)
@@ -106,8 +114,10 @@ func run(ctx context.Context, cmd, root, dir string, bootDelay time.Duration, sd
 			return err
 		}
 		return scaleDown(ctx, root, bootDelay, sd, runs)
+	case "scale":
+		return scale(ctx, root, bootDelay, sd, sc)
 	}
-	return fmt.Errorf("unknown command %q: use up, env, down, demo or scaledown", cmd)
+	return fmt.Errorf("unknown command %q: use up, env, down, demo, scaledown or scale", cmd)
 }
 
 func demo(ctx context.Context, root string, bootDelay time.Duration) (err error) {
@@ -249,4 +259,73 @@ func scaleDownOnce(ctx context.Context, root string, bootDelay time.Duration, f 
 	fmt.Printf("stack ready in %.1fs\n\n", time.Since(start).Seconds())
 	r, err = scenario.ScaleDown(ctx, stack, o, os.Stdout)
 	return r, err
+}
+
+// scaleFlags are the flags of tailor-dev scale.
+type scaleFlags struct {
+	nodes, pods     int
+	report          string
+	convergeTimeout time.Duration
+}
+
+// scale runs bench-scale on a fresh stack tuned for scale and fails when its pods did not
+// all run or consolidation did not converge.
+func scale(ctx context.Context, root string, bootDelay time.Duration, sd scaleDownFlags, f scaleFlags) (err error) {
+	nodes, pods := f.nodes, f.pods
+	switch {
+	case nodes == 0 && pods == 0:
+		nodes = scenario.ScaleNodes
+		fallthrough
+	case pods == 0:
+		pods = int(float64(nodes) * scenario.ScalePodsPerNode)
+	case nodes == 0:
+		nodes = int(float64(pods) / scenario.ScalePodsPerNode)
+	}
+	first, with := scenario.ScaleWorkloads(pods)
+	opts := scenario.ScaleOptions{
+		ScaleDownOptions: scenario.ScaleDownOptions{
+			Root: root, Shape: first.Shape, Pods: first.Pods, Keep: first.Keep, With: with,
+			ConsolidateAfter: sd.consolidateAfter, DisruptionInterval: sd.disruptionInterval,
+			// A burst of tens of thousands of pods takes many minutes; one stuck pod must not
+			// keep the scale-down from being measured.
+			RunTimeout: f.convergeTimeout, ConvergeTimeout: f.convergeTimeout, StallTimeout: 5 * stallTimeout,
+		},
+		Nodes:  nodes,
+		Report: filepath.Join(root, f.report),
+	}
+	if filepath.IsAbs(f.report) {
+		opts.Report = f.report
+	}
+	dir, err := os.MkdirTemp("", "tailor-scale-")
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	fmt.Printf("starting a fresh local stack tuned for scale: %d pods, %d nodes\n", pods, nodes)
+	stack, err := localstack.Up(ctx, localstack.Options{
+		Root: root, Dir: dir, BootDelay: bootDelay, Progress: os.Stdout, Scale: true, Audit: true,
+		ProvisionerArgs: []string{"--disruption-interval", sd.disruptionInterval.String(), "-v", strconv.Itoa(sd.provisionerVerbosity)},
+	})
+	if err != nil {
+		return err
+	}
+	var rep *scenario.ScaleReport
+	defer func() {
+		fmt.Println("stopping the local stack")
+		stack.Down()
+		if err == nil && !sd.keepLogs {
+			err = os.RemoveAll(dir)
+		} else {
+			fmt.Fprintf(os.Stderr, "logs kept in %s/logs\n", dir)
+		}
+	}()
+	fmt.Printf("stack ready in %.1fs\n\n", time.Since(start).Seconds())
+	rep, _, err = scenario.Scale(ctx, stack, opts, os.Stdout)
+	if err != nil {
+		return err
+	}
+	if rep.PodsRunning != rep.Pods || !rep.Converged || rep.PodsRunningAfter != rep.PodsKept {
+		return fmt.Errorf("%d of %d pods ran, converged %t with %d of %d kept pods running", rep.PodsRunning, rep.Pods, rep.Converged, rep.PodsRunningAfter, rep.PodsKept)
+	}
+	return nil
 }

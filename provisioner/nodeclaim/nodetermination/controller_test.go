@@ -119,6 +119,11 @@ func startControllers(t *testing.T, c *cloud) {
 			t.Errorf("manager: %v", err)
 		}
 	})
+	// The drainer reads VolumeAttachments through the cache, as the controllers do once
+	// it has synced.
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		t.Fatal("the manager's cache did not sync")
+	}
 }
 
 // launched stores a NodeClaim whose instance runs as providerID, awaiting node name.

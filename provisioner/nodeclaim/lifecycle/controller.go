@@ -7,12 +7,14 @@ package lifecycle
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/utils/clock"
@@ -55,11 +57,44 @@ type Controller struct {
 	clock    clock.WithTicker
 	// failures space out the launches of a NodeClaim that keeps failing.
 	failures *backoff.Failures
+	// recorded holds the instances this controller recorded on NodeClaims, by NodeClaim
+	// UID, until the cache shows them: a reconcile queued by the launch's own label patch
+	// may read the NodeClaim before its status patch reaches the cache, and would otherwise
+	// ask EC2 again (to adopt the instance just launched).
+	recorded *recordedLaunches
+}
+
+// recordedLaunches are launches recorded on NodeClaims and not seen in the cache yet.
+type recordedLaunches struct {
+	mu         sync.Mutex
+	providerID map[types.UID]string
+}
+
+func (r *recordedLaunches) record(uid types.UID, providerID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.providerID[uid] = providerID
+}
+
+// pending reports whether the NodeClaim's launch was recorded and the copy read does not
+// show it yet; once a copy shows it, or the NodeClaim is gone, it is forgotten.
+func (r *recordedLaunches) pending(nc *karpv1.NodeClaim) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.providerID[nc.UID]; !ok {
+		return false
+	}
+	if nc.Status.ProviderID != "" || nc.DeletionTimestamp != nil {
+		delete(r.providerID, nc.UID)
+		return false
+	}
+	return true
 }
 
 // NewController returns a Controller.
 func NewController(kube client.Client, launcher Launcher, recorder record.EventRecorder, clk clock.WithTicker) *Controller {
-	return &Controller{kube: kube, launcher: launcher, recorder: recorder, clock: clk, failures: backoff.New(clk, backoff.DefaultInitial, backoff.DefaultMax)}
+	return &Controller{kube: kube, launcher: launcher, recorder: recorder, clock: clk, failures: backoff.New(clk, backoff.DefaultInitial, backoff.DefaultMax),
+		recorded: &recordedLaunches{providerID: map[types.UID]string{}}}
 }
 
 // Register adds the controller to the manager: it watches NodeClaims, and Nodes mapped to
@@ -98,6 +133,10 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	if c.recorded.pending(nc) {
+		// The status patch's own event reconciles it again once the cache has it.
+		return reconcile.Result{RequeueAfter: staleLaunchRequeue}, nil
+	}
 	if nc.DeletionTimestamp != nil {
 		c.failures.Forget(req.Name)
 		return reconcile.Result{}, nil
@@ -113,6 +152,10 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	return reconcile.Result{}, nil
 }
+
+// staleLaunchRequeue is when a NodeClaim read without the launch just recorded on it is
+// looked at again, should the status patch's event not come.
+const staleLaunchRequeue = 5 * time.Second
 
 // LaunchTimeout bounds one launch, shutdown or not; the manager's graceful shutdown waits
 // at least as long.
@@ -181,6 +224,7 @@ func (c *Controller) launch(ctx context.Context, nc *karpv1.NodeClaim) (reconcil
 	if err := c.kube.Status().Patch(ctx, nc, statusPatch); err != nil {
 		return reconcile.Result{}, fmt.Errorf("recording launched instance %s: %w", launched.Status.ProviderID, err)
 	}
+	c.recorded.record(nc.UID, nc.Status.ProviderID)
 	metrics.NodeClaimsLaunched.WithLabelValues(nc.Labels[karpv1.NodePoolLabelKey], nc.Labels[corev1.LabelInstanceTypeStable],
 		nc.Labels[corev1.LabelTopologyZone], nc.Labels[karpv1.CapacityTypeLabelKey]).Inc()
 	c.recorder.Eventf(nc, corev1.EventTypeNormal, ReasonLaunched, "launched %s %s in %s as %s",

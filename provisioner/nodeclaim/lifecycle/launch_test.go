@@ -79,3 +79,70 @@ func TestLaunchFinishesWhileTheSidecarShutsDown(t *testing.T) {
 		t.Errorf("recorded launch (-want +got):\n%s", diff)
 	}
 }
+
+// countingLauncher launches every NodeClaim onto the same instance and counts the calls.
+type countingLauncher struct{ calls int }
+
+func (l *countingLauncher) Create(_ context.Context, nc *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
+	l.calls++
+	out := nc.DeepCopy()
+	out.Status.ProviderID = "aws:///us-east-1a/i-0123456789abcdef1"
+	out.Status.NodeName = "ip-10-0-0-2.ec2.internal"
+	return out, nil
+}
+
+// staleReads reads every NodeClaim as it was before its launch, as a cache does between a
+// launch's patches and their watch events.
+type staleReads struct {
+	client.Client
+	before *karpv1.NodeClaim
+}
+
+func (s staleReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if nc, ok := obj.(*karpv1.NodeClaim); ok && key.Name == s.before.Name {
+		s.before.DeepCopyInto(nc)
+		return nil
+	}
+	return s.Client.Get(ctx, key, obj, opts...)
+}
+
+// TestAStaleCopyOfALaunchedNodeClaimLaunchesNothing reconciles a NodeClaim again from a copy
+// read before its launch was recorded: the launcher is not asked again (on EC2 that would be
+// another DescribeInstances to adopt the instance just launched), and once a copy shows the
+// launch it is forgotten.
+func TestAStaleCopyOfALaunchedNodeClaimLaunchesNothing(t *testing.T) {
+	ctx := context.Background()
+	nc := &karpv1.NodeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "stale"},
+		Spec: karpv1.NodeClaimSpec{
+			NodeClassRef: &karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"},
+			Requirements: []karpv1.NodeSelectorRequirementWithMinValues{{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}}},
+		},
+	}
+	if err := kube.Create(ctx, nc); err != nil {
+		t.Fatal(err)
+	}
+	before := nc.DeepCopy()
+	l := &countingLauncher{}
+	clk := clocktesting.NewFakeClock(nc.CreationTimestamp.Time)
+	c := NewController(kube, l, record.NewFakeRecorder(10), clk)
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(nc)}
+	if _, err := c.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	c.kube = staleReads{Client: kube, before: before}
+	res, err := c.Reconcile(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.calls != 1 || res.RequeueAfter <= 0 {
+		t.Errorf("a stale copy: %d launches, requeued after %s; want 1 launch and a requeue", l.calls, res.RequeueAfter)
+	}
+	fresh := &karpv1.NodeClaim{}
+	if err := kube.Get(ctx, req.NamespacedName, fresh); err != nil {
+		t.Fatal(err)
+	}
+	if c.recorded.pending(fresh) || c.recorded.pending(before) {
+		t.Error("the launch is still awaited once a copy showed it")
+	}
+}

@@ -2,6 +2,7 @@ package packing
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -31,13 +32,16 @@ type pool struct {
 	limited []bool
 	// dsPorts are the host ports DaemonSet pods take on the pool's nodes.
 	dsPorts []hostPort
-	// compatible caches, per group node key, which offers the group's pods may run on.
-	compatible map[string]*compat
+	// compatible caches, per group node key (its number, group.nodeID), which offers the
+	// group's pods may run on.
+	compatible map[int]*compat
 	// sorted are the offers by price, cheapest first, built on first use.
 	sorted []*offer
 	// prices are the marginal prices of each resource when buying the pool's capacity for
 	// the whole batch: what makes one unit of a pod's request worth paying for.
 	prices []float64
+	// priceKey names prices, for the rankings kept per prices.
+	priceKey string
 	// cols are the offers as columns of the LP that prices resources, built on first use.
 	cols []lowerbound.Column
 }
@@ -53,16 +57,15 @@ func (p *pool) columns() []lowerbound.Column {
 	return p.cols
 }
 
-// setPrices sets the resource prices of a round; the ranks of types by them are kept while
-// the prices stay the same.
+// setPrices sets the resource prices of a round. The ranks of types are kept per prices:
+// rounds of one Snapshot that plan similar pods come back to the same prices (the LP's
+// duals change by steps), and ranking every type again is most of what opening a node costs.
 func (p *pool) setPrices(prices []float64) {
 	if slices.Equal(p.prices, prices) {
 		return
 	}
 	p.prices = prices
-	for _, c := range p.compatible {
-		c.types = nil
-	}
+	p.priceKey = fmt.Sprint(prices)
 }
 
 // typeInfo is an instance type within one pool.
@@ -124,7 +127,7 @@ func newPool(np NodePool, d *dims, daemons []*daemon) *pool {
 		nodePool:   np.NodePool,
 		weight:     weight(np.NodePool),
 		taints:     tmpl.Spec.Taints,
-		compatible: map[string]*compat{},
+		compatible: map[int]*compat{},
 	}
 	if np.Remaining != nil {
 		p.limit = d.of(np.Remaining)
@@ -294,12 +297,15 @@ func (ds *daemon) owns(pod *corev1.Pod) bool {
 type compat struct {
 	ok  []bool
 	any bool
-	// types lists the pool's types with at least one compatible offer, most
-	// cost-efficient first (see pool.rank).
-	types []*rankedType
+	// types lists, per resource prices (pool.priceKey), the pool's types with at least one
+	// compatible offer, most cost-efficient first (see pool.rank).
+	types map[string][]*rankedType
 	// launchable caches the values of a key on the offers that can take a request.
 	launchable map[launchKey][]string
 }
+
+// maxRanksKept bounds the rankings a compat keeps, one per resource prices seen.
+const maxRanksKept = 16
 
 type rankedType struct {
 	t *typeInfo
@@ -314,11 +320,11 @@ type rankedType struct {
 // compatibleOffers computes, once per distinct set of node constraints, which offers the
 // group may use.
 func (p *pool) compatibleOffers(g *group) *compat {
-	if c, ok := p.compatible[g.nodeKey]; ok {
+	if c, ok := p.compatible[g.nodeID]; ok {
 		return c
 	}
 	c := &compat{ok: make([]bool, len(p.offers))}
-	p.compatible[g.nodeKey] = c
+	p.compatible[g.nodeID] = c
 	if !tolerates(g.tolerations, p.taints) {
 		return c
 	}
@@ -343,9 +349,16 @@ func (p *pool) compatibleOffers(g *group) *compat {
 
 // rank orders the types the compat allows by cost efficiency at the pool's resource prices.
 func (p *pool) rank(c *compat) []*rankedType {
-	if c.types != nil || !c.any {
-		return c.types
+	if !c.any {
+		return nil
 	}
+	if ranked, ok := c.types[p.priceKey]; ok {
+		return ranked
+	}
+	if c.types == nil || len(c.types) >= maxRanksKept {
+		c.types = map[string][]*rankedType{}
+	}
+	var ranked []*rankedType
 	for _, t := range p.types {
 		var offers []*offer
 		for _, o := range t.offers {
@@ -359,13 +372,14 @@ func (p *pool) rank(c *compat) []*rankedType {
 		slices.SortStableFunc(offers, func(a, b *offer) int { return cmp.Compare(a.price, b.price) })
 		value := offers[0].alloc.value(p.prices)
 		rt := &rankedType{t: t, offers: offers, value: value, efficiency: offers[0].price / max(value, 1e-12)}
-		c.types = append(c.types, rt)
+		ranked = append(ranked, rt)
 	}
-	slices.SortStableFunc(c.types, func(a, b *rankedType) int {
+	slices.SortStableFunc(ranked, func(a, b *rankedType) int {
 		if x := cmp.Compare(a.efficiency, b.efficiency); x != 0 {
 			return x
 		}
 		return cmp.Compare(a.t.it.Name, b.t.it.Name)
 	})
-	return c.types
+	c.types[p.priceKey] = ranked
+	return ranked
 }

@@ -550,19 +550,20 @@ func (s *solver) candidates(g *group, p *pool) []*offer {
 		return nil
 	}
 	needValue := max(g.need.value(p.prices), 1e-12)
-	seen := map[int]bool{}
+	// seen has bit k set once size class k has its candidate.
+	var seen uint64
 	var out []*offer
 	for _, rt := range p.rank(c) {
-		if !g.need.fits(rt.t.alloc) {
-			continue
-		}
-		class := int(math.Floor(math.Log2(max(rt.value/needValue, 1))))
-		if seen[class] {
+		// The size class is floor(log2(value / need)), read off the exponent; no type holds
+		// 2^63 times a pod.
+		_, exp := math.Frexp(max(rt.value/needValue, 1))
+		bit := uint64(1) << min(exp-1, 63)
+		if seen&bit != 0 || !g.need.fits(rt.t.alloc) {
 			continue
 		}
 		for _, o := range rt.offers {
 			if g.need.fits(o.alloc) && p.withinLimits(o.typ.capacity) && s.offerAllows(g, o) {
-				seen[class] = true
+				seen |= bit
 				out = append(out, o)
 				break
 			}

@@ -242,20 +242,9 @@ func (s *simCluster) keptByReplicaSets(t testing.TB, keep func(i int) bool) func
 // the order each first appears.
 func (s *simCluster) deployments(t testing.TB) [][]int {
 	t.Helper()
-	index := map[string]int{}
-	var out [][]int
-	for i, p := range s.in.Pods {
-		key, err := workloads.DeploymentKey(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, ok := index[key]
-		if !ok {
-			d = len(out)
-			index[key] = d
-			out = append(out, nil)
-		}
-		out[d] = append(out[d], i)
+	out, err := workloads.Deployments(s.in.Pods)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"sync"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -132,7 +131,7 @@ func fillCluster(b *testing.B, cfg *rest.Config) {
 		"karpenter.sh/capacity-type": "on-demand", "karpenter.sh/nodepool": "general", "karpenter.k8s.aws/instance-family": "m7i",
 		"karpenter.k8s.aws/instance-size": "2xlarge", "karpenter.k8s.aws/instance-cpu": "8", "karpenter.k8s.aws/instance-memory": "32768",
 	}
-	parallel(b, benchNodes, func(i int) error {
+	testenv.Parallel(b, benchNodes, func(i int) error {
 		node := realisticNode(nodeName(i), i, nodeLabels, nil, allocatable)
 		status := node.Status
 		if err := kube.Create(ctx, node, client.FieldOwner("kubelet")); err != nil {
@@ -149,7 +148,7 @@ func fillCluster(b *testing.B, cfg *rest.Config) {
 		return kube.Patch(ctx, node, patch, client.FieldOwner("tailor-provisioner"))
 	})
 	in := workloads.Load(b, "webmix", benchPods)
-	parallel(b, len(in.Pods), func(i int) error {
+	testenv.Parallel(b, len(in.Pods), func(i int) error {
 		p := in.Pods[i]
 		realisticPod(p, i)
 		p.Spec.NodeName = nodeName(i % benchNodes)
@@ -163,32 +162,6 @@ func fillCluster(b *testing.B, cfg *rest.Config) {
 }
 
 func nodeName(i int) string { return fmt.Sprintf("ip-10-0-%d-%d.ec2.internal", i/250, i%250+1) }
-
-// parallel runs f for 0 to n-1 on a few workers and fails the benchmark on the first error.
-func parallel(b *testing.B, n int, f func(i int) error) {
-	b.Helper()
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	next := make(chan int)
-	for range 16 {
-		wg.Go(func() {
-			for i := range next {
-				if err := f(i); err != nil {
-					errs <- err
-				}
-			}
-		})
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		b.Fatal(err)
-	}
-}
 
 // heap is a measure of the heap after GC.
 type heap struct{ inuse, live int64 }

@@ -41,7 +41,7 @@ func TestPlansOfTransformedObjectsAreTheSame(t *testing.T) {
 				round.Pods = all[i:min(i+batch, len(all))]
 				want := packing.Solve(round)
 				got := packing.Solve(cached(t, round))
-				if diff := cmp.Diff(summary(want), summary(got)); diff != "" {
+				if diff := cmp.Diff(workloads.Summarize(want), workloads.Summarize(got)); diff != "" {
 					t.Fatalf("batch of pods %d to %d, on %d nodes: the plan from cached objects differs (-stored +cached):\n%s", i, i+len(round.Pods), len(in.Nodes), diff)
 				}
 				existing += len(want.Existing)
@@ -192,43 +192,4 @@ func launchedNode(t *testing.T, name string, i int, nc packing.NewNodeClaim) *co
 	}
 	t.Fatalf("NodeClaim's cheapest type %s is not among its types", nc.Cheapest.InstanceType)
 	return nil
-}
-
-// planSummary is a plan by names: where each pod goes, and what each new NodeClaim is.
-type planSummary struct {
-	Existing      map[string][]string
-	NewNodeClaims []claimSummary
-	Unschedulable map[string]string
-}
-
-type claimSummary struct {
-	NodePool               string
-	Cheapest               packing.Choice
-	Pods, InstanceTypes    []string
-	Requirements, Requests string
-}
-
-func summary(p packing.Plan) planSummary {
-	out := planSummary{Existing: map[string][]string{}, Unschedulable: map[string]string{}}
-	for _, pl := range p.Existing {
-		for _, pod := range pl.Pods {
-			out.Existing[pl.Node.Node.Name] = append(out.Existing[pl.Node.Node.Name], pod.Name)
-		}
-		slices.Sort(out.Existing[pl.Node.Node.Name])
-	}
-	for _, nc := range p.NewNodeClaims {
-		c := claimSummary{NodePool: nc.NodePool.Name, Cheapest: nc.Cheapest, Requirements: fmt.Sprint(nc.Requirements), Requests: fmt.Sprint(nc.Requests)}
-		for _, pod := range nc.Pods {
-			c.Pods = append(c.Pods, pod.Name)
-		}
-		slices.Sort(c.Pods)
-		for _, it := range nc.InstanceTypes {
-			c.InstanceTypes = append(c.InstanceTypes, it.Name)
-		}
-		out.NewNodeClaims = append(out.NewNodeClaims, c)
-	}
-	for _, u := range p.Unschedulable {
-		out.Unschedulable[u.Pod.Name] = u.Reason
-	}
-	return out
 }

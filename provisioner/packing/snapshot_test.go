@@ -1,9 +1,7 @@
 package packing_test
 
 import (
-	"fmt"
 	"math/rand/v2"
-	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -40,13 +38,13 @@ func TestSnapshotPlansAsSolveDoes(t *testing.T) {
 					}
 				}
 				plan := snap.Solve(pods, away, held)
-				got := summary(plan)
-				want := summary(packing.Solve(without(in, pods, away, held)))
+				got := workloads.Summarize(plan)
+				want := workloads.Summarize(packing.Solve(without(in, pods, away, held)))
 				if diff := cmp.Diff(want, got); diff != "" {
 					t.Fatalf("round %d, %d nodes away, %d held: Snapshot.Solve differs from Solve (-Solve +Snapshot):\n%s", round, len(away), len(held), diff)
 				}
 				estimate := snap.Estimate(pods, away, held)
-				if diff := cmp.Diff(priced(want), priced(summary(estimate))); diff != "" {
+				if diff := cmp.Diff(priced(want), priced(workloads.Summarize(estimate))); diff != "" {
 					t.Fatalf("round %d: Snapshot.Estimate differs from Solve (-Solve +Estimate):\n%s", round, diff)
 				}
 				placed += len(plan.Existing)
@@ -76,52 +74,12 @@ func without(in packing.Input, pods []*corev1.Pod, away, held map[string]bool) p
 	return out
 }
 
-// planSummary is a plan by names: where each pod goes, and what each new NodeClaim is.
-type planSummary struct {
-	Existing      map[string][]string
-	NewNodeClaims []claimSummary
-	Unschedulable map[string]string
-}
-
-type claimSummary struct {
-	NodePool               string
-	Cheapest               packing.Choice
-	Pods, InstanceTypes    []string
-	Requirements, Requests string
-}
-
-func summary(p packing.Plan) planSummary {
-	out := planSummary{Existing: map[string][]string{}, Unschedulable: map[string]string{}}
-	for _, pl := range p.Existing {
-		for _, pod := range pl.Pods {
-			out.Existing[pl.Node.Node.Name] = append(out.Existing[pl.Node.Node.Name], pod.Name)
-		}
-		slices.Sort(out.Existing[pl.Node.Node.Name])
-	}
-	for _, nc := range p.NewNodeClaims {
-		c := claimSummary{NodePool: nc.NodePool.Name, Cheapest: nc.Cheapest,
-			Requirements: fmt.Sprint(nc.Requirements), Requests: fmt.Sprint(nc.Requests)}
-		for _, pod := range nc.Pods {
-			c.Pods = append(c.Pods, pod.Name)
-		}
-		slices.Sort(c.Pods)
-		for _, it := range nc.InstanceTypes {
-			c.InstanceTypes = append(c.InstanceTypes, it.Name)
-		}
-		out.NewNodeClaims = append(out.NewNodeClaims, c)
-	}
-	for _, u := range p.Unschedulable {
-		out.Unschedulable[u.Pod.Name] = u.Reason
-	}
-	return out
-}
-
 // priced is a plan summary less what Estimate leaves out of new NodeClaims.
-func priced(s planSummary) planSummary {
+func priced(s workloads.PlanSummary) workloads.PlanSummary {
 	out := s
 	out.NewNodeClaims = nil
 	for _, c := range s.NewNodeClaims {
-		out.NewNodeClaims = append(out.NewNodeClaims, claimSummary{NodePool: c.NodePool, Cheapest: c.Cheapest, Pods: c.Pods})
+		out.NewNodeClaims = append(out.NewNodeClaims, workloads.ClaimSummary{NodePool: c.NodePool, Cheapest: c.Cheapest, Pods: c.Pods})
 	}
 	return out
 }

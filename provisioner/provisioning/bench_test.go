@@ -3,7 +3,6 @@ package provisioning
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -23,6 +22,7 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/informers"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
+	"github.com/tailor-autoscaler/tailor/test/testenv"
 	"github.com/tailor-autoscaler/tailor/test/workloads"
 )
 
@@ -61,7 +61,7 @@ func BenchmarkClusterInput(b *testing.B) {
 	})
 	allocatable := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("7910m"), corev1.ResourceMemory: resource.MustParse("29850Mi"), corev1.ResourcePods: resource.MustParse("58")}
 	nodeName := func(i int) string { return fmt.Sprintf("bench-%04d", i) }
-	inParallel(b, nodes, func(i int) error {
+	testenv.Parallel(b, nodes, func(i int) error {
 		providerID := fmt.Sprintf("aws:///us-east-1a/i-%017x", i)
 		labels := map[string]string{karpv1.NodePoolLabelKey: np.Name, corev1.LabelTopologyZone: "us-east-1a", corev1.LabelInstanceTypeStable: "m7i.2xlarge", karpv1.CapacityTypeLabelKey: karpv1.CapacityTypeOnDemand}
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName(i), Labels: labels}, Spec: corev1.NodeSpec{ProviderID: providerID}}
@@ -81,7 +81,7 @@ func BenchmarkClusterInput(b *testing.B) {
 		return kube.Status().Update(ctx, nc)
 	})
 	in := workloads.Load(b, "webmix", pods)
-	inParallel(b, len(in.Pods), func(i int) error {
+	testenv.Parallel(b, len(in.Pods), func(i int) error {
 		p := in.Pods[i]
 		p.Namespace = ns.Name
 		p.Spec.NodeName = nodeName(i % nodes)
@@ -145,32 +145,5 @@ func BenchmarkClusterInput(b *testing.B) {
 	}
 	if view != pods {
 		b.Fatalf("the view holds %d pods on nodes, want %d", view, pods)
-	}
-}
-
-// inParallel runs f for 0 to n-1 on a few workers and fails the benchmark on the first
-// error.
-func inParallel(b *testing.B, n int, f func(i int) error) {
-	b.Helper()
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	next := make(chan int)
-	for range 16 {
-		wg.Go(func() {
-			for i := range next {
-				if err := f(i); err != nil {
-					errs <- err
-				}
-			}
-		})
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		b.Fatal(err)
 	}
 }

@@ -166,24 +166,15 @@ func TestReplanningSoftNodeClaimsRecoversAPiecemealBurst(t *testing.T) {
 		t.Skip("plans a thousand pods fifty times over")
 	}
 	in := workloads.Load(t, "diverse", 1000)
-	var arrival []*corev1.Pod
-	index := map[string]int{}
-	var deployments [][]*corev1.Pod
-	for _, p := range in.Pods {
-		key, err := workloads.DeploymentKey(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, ok := index[key]
-		if !ok {
-			d = len(deployments)
-			index[key] = d
-			deployments = append(deployments, nil)
-		}
-		deployments[d] = append(deployments[d], p)
+	deployments, err := workloads.Deployments(in.Pods)
+	if err != nil {
+		t.Fatal(err)
 	}
+	var arrival []*corev1.Pod
 	for _, pods := range deployments {
-		arrival = append(arrival, pods...)
+		for _, i := range pods {
+			arrival = append(arrival, in.Pods[i])
+		}
 	}
 	fresh := packing.Solve(in).PricePerHour()
 	batch, window := 20, 4

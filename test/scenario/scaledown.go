@@ -632,24 +632,20 @@ func idlePassesOf(ctx context.Context, metricsURL string) (float64, error) {
 // Deployments, in the order of their first pod, and counts the pods keep keeps of each (by
 // their index in pods).
 func groupDeployments(pods []*corev1.Pod, keep func(i int) bool) ([]*deployment, error) {
-	byKey := map[string]*deployment{}
-	var out []*deployment
-	for i, p := range pods {
-		key, err := workloads.DeploymentKey(p)
-		if err != nil {
-			return nil, err
+	groups, err := workloads.Deployments(pods)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*deployment, len(groups))
+	for j, indices := range groups {
+		d := &deployment{pod: pods[indices[0]], from: len(indices)}
+		for _, i := range indices {
+			if keep(i) {
+				d.to++
+				d.kept = append(d.kept, i)
+			}
 		}
-		d, ok := byKey[key]
-		if !ok {
-			d = &deployment{pod: p}
-			byKey[key] = d
-			out = append(out, d)
-		}
-		d.from++
-		if keep(i) {
-			d.to++
-			d.kept = append(d.kept, i)
-		}
+		out[j] = d
 	}
 	nameDeployments(out)
 	return out, nil

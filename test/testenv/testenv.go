@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	goruntime "runtime"
+	"sync"
 	"testing"
 
 	"k8s.io/client-go/rest"
@@ -100,4 +101,31 @@ func StartManager(t testing.TB, mgr ctrl.Manager) {
 			t.Errorf("manager: %v", err)
 		}
 	})
+}
+
+// Parallel runs f for 0 to n-1 on a few workers, as many requests to the API server at once
+// as a busy cluster's clients make, and fails the test on the first error.
+func Parallel(tb testing.TB, n int, f func(i int) error) {
+	tb.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	next := make(chan int)
+	for range 16 {
+		wg.Go(func() {
+			for i := range next {
+				if err := f(i); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		tb.Fatal(err)
+	}
 }

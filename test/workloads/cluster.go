@@ -109,3 +109,46 @@ func LaunchedNode(name string, nc packing.NewNodeClaim) (*corev1.Node, error) {
 	}
 	return nil, fmt.Errorf("the NodeClaim's cheapest instance type %s is not among its instance types", nc.Cheapest.InstanceType)
 }
+
+// PlanSummary is a plan by names, to compare plans with cmp.Diff: where each pod goes,
+// what each new NodeClaim is, and why pods could not be placed.
+type PlanSummary struct {
+	Existing      map[string][]string
+	NewNodeClaims []ClaimSummary
+	Unschedulable map[string]string
+}
+
+// ClaimSummary is a new NodeClaim of a plan by names.
+type ClaimSummary struct {
+	NodePool               string
+	Cheapest               packing.Choice
+	Pods, InstanceTypes    []string
+	Requirements, Requests string
+}
+
+// Summarize is the plan by names.
+func Summarize(p packing.Plan) PlanSummary {
+	out := PlanSummary{Existing: map[string][]string{}, Unschedulable: map[string]string{}}
+	for _, pl := range p.Existing {
+		for _, pod := range pl.Pods {
+			out.Existing[pl.Node.Node.Name] = append(out.Existing[pl.Node.Node.Name], pod.Name)
+		}
+		slices.Sort(out.Existing[pl.Node.Node.Name])
+	}
+	for _, nc := range p.NewNodeClaims {
+		c := ClaimSummary{NodePool: nc.NodePool.Name, Cheapest: nc.Cheapest,
+			Requirements: fmt.Sprint(nc.Requirements), Requests: fmt.Sprint(nc.Requests)}
+		for _, pod := range nc.Pods {
+			c.Pods = append(c.Pods, pod.Name)
+		}
+		slices.Sort(c.Pods)
+		for _, it := range nc.InstanceTypes {
+			c.InstanceTypes = append(c.InstanceTypes, it.Name)
+		}
+		out.NewNodeClaims = append(out.NewNodeClaims, c)
+	}
+	for _, u := range p.Unschedulable {
+		out.Unschedulable[u.Pod.Name] = u.Reason
+	}
+	return out
+}

@@ -114,3 +114,24 @@ func DeploymentKey(p *corev1.Pod) (string, error) {
 	}
 	return string(raw), nil
 }
+
+// Deployments groups the pods, by their index, into the Deployments they belong to (see
+// DeploymentKey), in the order of each Deployment's first pod.
+func Deployments(pods []*corev1.Pod) ([][]int, error) {
+	index := map[string]int{}
+	var out [][]int
+	for i, p := range pods {
+		key, err := DeploymentKey(p)
+		if err != nil {
+			return nil, err
+		}
+		d, ok := index[key]
+		if !ok {
+			d = len(out)
+			index[key] = d
+			out = append(out, nil)
+		}
+		out[d] = append(out[d], i)
+	}
+	return out, nil
+}

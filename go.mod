@@ -57,6 +57,7 @@ require (
 	github.com/spf13/cobra v1.9.1
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/zap v1.27.0
+	golang.org/x/sync v0.12.0
 	golang.org/x/term v0.30.0
 	gonum.org/v1/gonum v0.16.0
 	google.golang.org/grpc v1.72.1
@@ -200,7 +201,6 @@ require (
 	golang.org/x/exp v0.0.0-20240719175910-8a7402abbf56 // indirect
 	golang.org/x/net v0.38.0 // indirect
 	golang.org/x/oauth2 v0.27.0 // indirect
-	golang.org/x/sync v0.12.0 // indirect
 	golang.org/x/sys v0.31.0 // indirect
 	golang.org/x/text v0.23.0 // indirect
 	golang.org/x/time v0.9.0 // indirect

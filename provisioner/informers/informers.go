@@ -44,8 +44,9 @@ var podAnnotations = []string{karpv1.DoNotDisruptAnnotationKey, corev1.MirrorPod
 // Pod cuts a pod down to what Tailor reads: its metadata without managed fields and with
 // only the annotations it reads, the phase, and of the spec what the planner simulates the
 // scheduler's filters with (requests, host ports, node selector and affinity, tolerations,
-// topology spread, claimed volumes) and what the drain reads (priority class, termination
-// grace period). Anything else is cleared. The pod is changed in place: an informer's
+// topology spread, claimed volumes), what the drain reads (priority class, termination
+// grace period) and what early intake reads (scheduler name, scheduling gates, priority
+// and preemption policy). Anything else is cleared. The pod is changed in place: an informer's
 // transform sees each object first.
 func Pod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
@@ -65,6 +66,10 @@ func Pod(obj any) (any, error) {
 		Affinity:                      s.Affinity,
 		Tolerations:                   s.Tolerations,
 		PriorityClassName:             s.PriorityClassName,
+		Priority:                      s.Priority,
+		PreemptionPolicy:              s.PreemptionPolicy,
+		SchedulerName:                 s.SchedulerName,
+		SchedulingGates:               s.SchedulingGates,
 		Overhead:                      s.Overhead,
 		TopologySpreadConstraints:     s.TopologySpreadConstraints,
 		Resources:                     requestsOnly(s.Resources),

@@ -129,9 +129,9 @@ func TestTransformsDecideEveryField(t *testing.T) {
 		"serviceAccountName": dropped, "serviceAccount": dropped, "automountServiceAccountToken": dropped,
 		"hostNetwork": dropped, "hostPID": dropped, "hostIPC": dropped, "shareProcessNamespace": dropped,
 		"securityContext": dropped, "imagePullSecrets": dropped, "hostname": dropped, "subdomain": dropped,
-		"schedulerName": dropped, "hostAliases": dropped, "priority": dropped, "dnsConfig": dropped,
-		"readinessGates": dropped, "runtimeClassName": dropped, "enableServiceLinks": dropped, "preemptionPolicy": dropped,
-		"setHostnameAsFQDN": dropped, "os": dropped, "hostUsers": dropped, "schedulingGates": dropped,
+		"schedulerName": kept, "hostAliases": dropped, "priority": kept, "dnsConfig": dropped,
+		"readinessGates": dropped, "runtimeClassName": dropped, "enableServiceLinks": dropped, "preemptionPolicy": kept,
+		"setHostnameAsFQDN": dropped, "os": dropped, "hostUsers": dropped, "schedulingGates": kept,
 		"resourceClaims": dropped, "hostnameOverride": dropped,
 	} {
 		wantPod["spec."+f] = fate

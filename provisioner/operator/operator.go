@@ -72,6 +72,8 @@ type Options struct {
 	MovedPodsHold time.Duration
 	// ReplanWindow is how long after pods were planned a later batch may plan them again.
 	ReplanWindow time.Duration
+	// EarlyIntake plans pods as they are created, before the scheduler has tried them.
+	EarlyIntake bool
 	// IsolatedVPC means the sidecar cannot reach the Pricing and EKS APIs: on-demand prices
 	// come from the embedded catalog, and endpoint, CA bundle and service CIDR must be given.
 	IsolatedVPC bool
@@ -216,7 +218,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
-	prov := provisioning.New(mgr.GetClient(), provider, tracker, batches, recorder, provisioning.Options{Clock: clk, ReplanWindow: opts.ReplanWindow})
+	prov := provisioning.New(mgr.GetClient(), provider, tracker, batches, recorder, provisioning.Options{Clock: clk, ReplanWindow: opts.ReplanWindow, EarlyIntake: opts.EarlyIntake})
 	disruptionOpts := disruption.ControllerOptions{
 		Options: disruption.DefaultOptions, Interval: opts.DisruptionInterval, MinNodeAge: opts.BatchMax, ReplacementTimeout: 10 * time.Minute,
 		MovedPodsHold: opts.MovedPodsHold,
@@ -259,6 +261,9 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		// A new leader plans nothing before it knows every plan its predecessor made, or
 		// it would plan those pods again.
 		if err := nominations.SyncAll(ctx); err != nil {
+			return err
+		}
+		if err := takeInCreatedPods(ctx, mgr, prov); err != nil {
 			return err
 		}
 		for batches.Wait(ctx) {
@@ -366,6 +371,27 @@ func forgetBoundPods(ctx context.Context, mgr ctrl.Manager, prov *provisioning.P
 	})
 	if err != nil {
 		return fmt.Errorf("watching pods: %w", err)
+	}
+	return nil
+}
+
+// takeInCreatedPods hands pods to the provisioner as they are created (see
+// provisioning.Provisioner.Intake). The pods that exist already have been or will be tried by
+// the scheduler.
+func takeInCreatedPods(ctx context.Context, mgr ctrl.Manager, prov *provisioning.Provisioner) error {
+	informer, err := mgr.GetCache().GetInformer(ctx, &corev1.Pod{})
+	if err != nil {
+		return fmt.Errorf("getting pod informer: %w", err)
+	}
+	_, err = informer.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, isInInitialList bool) {
+			if pod, ok := obj.(*corev1.Pod); ok && !isInInitialList {
+				prov.Intake(pod)
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("watching created pods: %w", err)
 	}
 	return nil
 }

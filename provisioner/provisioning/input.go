@@ -52,7 +52,7 @@ func (p *Provisioner) unboundPods(ctx context.Context) (map[types.UID]*corev1.Po
 // it: whoever reads the input must not change them. The planner only reads; disruption
 // copies the pods it plans anew and reads a node again before it patches it; NodeClaims
 // are read again before they are written.
-func (p *Provisioner) input(ctx context.Context, sel NodePoolSelector, pods []*corev1.Pod, unbound map[types.UID]*corev1.Pod) (packing.Input, map[string]string, error) {
+func (p *Provisioner) input(ctx context.Context, sel NodePoolSelector, pods []*corev1.Pod, unbound map[types.UID]*corev1.Pod, opts inputOptions) (packing.Input, map[string]string, error) {
 	in := packing.Input{Pods: pods}
 	notReady := map[string]string{}
 	pools := &karpv1.NodePoolList{}
@@ -79,7 +79,7 @@ func (p *Provisioner) input(ctx context.Context, sel NodePoolSelector, pods []*c
 		in.NodePools = append(in.NodePools, packing.NodePool{NodePool: np, InstanceTypes: its, Remaining: remaining(np, claims.Items)})
 	}
 	var err error
-	if in.Nodes, err = p.nodes(ctx, sel, pools.Items, claims.Items, unbound); err != nil {
+	if in.Nodes, err = p.nodes(ctx, sel, pools.Items, claims.Items, unbound, opts); err != nil {
 		return in, nil, err
 	}
 	if in.DaemonSets, err = p.daemonSets(ctx); err != nil {
@@ -89,6 +89,15 @@ func (p *Provisioner) input(ctx context.Context, sel NodePoolSelector, pods []*c
 		return in, nil, err
 	}
 	return in, notReady, nil
+}
+
+// inputOptions say how a provisioning batch sees registered nodes (see Intake).
+type inputOptions struct {
+	// existing makes the registered nodes that take pods schedulable: the batch's pods were
+	// not checked against them.
+	existing bool
+	// expected counts on registered nodes the early pods left to the scheduler on them.
+	expected bool
 }
 
 // remaining is the NodePool's limits minus the capacity of its NodeClaims.
@@ -106,9 +115,11 @@ func remaining(np *karpv1.NodePool, claims []karpv1.NodeClaim) corev1.ResourceLi
 // planned onto its NodeClaim that wait to be bound. A NodeClaim not initialized yet stands
 // for the node it will be, merged with its Node once that has registered; it is schedulable
 // when launched and its NodePool is allowed. Every other Node is described as it is and only
-// counts as a topology domain: the scheduler found no room on it for the pods of the batch.
-// The result is sorted by node name.
-func (p *Provisioner) nodes(ctx context.Context, sel NodePoolSelector, pools []karpv1.NodePool, claims []karpv1.NodeClaim, unbound map[types.UID]*corev1.Pod) ([]packing.Node, error) {
+// counts as a topology domain: the scheduler found no room on it for the pods of the batch,
+// unless opts say the batch's pods were not checked against the registered nodes; with
+// opts.expected a registered node also counts the early pods left to the scheduler on its
+// room (see Intake). The result is sorted by node name.
+func (p *Provisioner) nodes(ctx context.Context, sel NodePoolSelector, pools []karpv1.NodePool, claims []karpv1.NodeClaim, unbound map[types.UID]*corev1.Pod, opts inputOptions) ([]packing.Node, error) {
 	list := &corev1.NodeList{}
 	if err := p.kube.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
@@ -127,6 +138,10 @@ func (p *Provisioner) nodes(ctx context.Context, sel NodePoolSelector, pools []k
 		if sel.Matches(&pools[i]) {
 			allowed[pools[i].Name] = true
 		}
+	}
+	var expected map[string][]*corev1.Pod
+	if opts.expected {
+		expected = p.expectedOn(unbound)
 	}
 	var out []packing.Node
 	claimOf := map[string]*karpv1.NodeClaim{}
@@ -165,10 +180,32 @@ func (p *Provisioner) nodes(ctx context.Context, sel NodePoolSelector, pools []k
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, packing.Node{Node: node, NodeClaim: nc, Pods: pods})
+		if more := expected[node.Name]; len(more) > 0 {
+			pods = append(pods, more...)
+			sort.Slice(pods, func(i, j int) bool {
+				return pods[i].Namespace < pods[j].Namespace || pods[i].Namespace == pods[j].Namespace && pods[i].Name < pods[j].Name
+			})
+		}
+		n := packing.Node{Node: node, NodeClaim: nc, Pods: pods}
+		n.Schedulable = opts.existing && takesPods(&n) && !p.held(nc, unbound)
+		out = append(out, n)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Node.Name < out[j].Node.Name })
 	return out, nil
+}
+
+// held reports whether pods planned onto the NodeClaim's node wait to be bound: the
+// scheduler plugin keeps every other pod off the node until they are.
+func (p *Provisioner) held(nc *karpv1.NodeClaim, unbound map[types.UID]*corev1.Pod) bool {
+	if nc == nil {
+		return false
+	}
+	for _, ref := range p.tracker.PodsOf(nc.Name) {
+		if _, ok := unbound[ref.UID]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // registeredNode returns the Node of a NodeClaim, nil while none has registered.

@@ -195,7 +195,7 @@ func TestInputDescribesTheCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, _, err := f.prov.input(ctx, NodePoolSelector{Names: []string{"general"}}, []*corev1.Pod{stateful}, unbound)
+	in, _, err := f.prov.input(ctx, NodePoolSelector{Names: []string{"general"}}, []*corev1.Pod{stateful}, unbound, inputOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +248,7 @@ func TestInputLeavesVolumesOutWhenNoPodHasAClaim(t *testing.T) {
 	class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "gp3-" + f.ns}, Provisioner: "ebs.csi.aws.com"}
 	f.create(t, class, nil)
 	web := f.pod(t, "web", "1")
-	in, _, err := f.prov.input(ctx, NodePoolSelector{}, []*corev1.Pod{web}, map[types.UID]*corev1.Pod{web.UID: web})
+	in, _, err := f.prov.input(ctx, NodePoolSelector{}, []*corev1.Pod{web}, map[types.UID]*corev1.Pod{web.UID: web}, inputOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -51,6 +52,9 @@ type Submission struct {
 	StaleNode string
 	// SchedulerMessage is the scheduler's summary of why existing nodes rejected the pod.
 	SchedulerMessage string
+	// Early marks a pod the provisioner took in itself, before the scheduler tried it (see
+	// Intake).
+	Early bool
 }
 
 // NodePoolSelector restricts the NodePools of a scheduler profile.
@@ -117,6 +121,14 @@ type Provisioner struct {
 	// rejecting are the NodeClaims whose node rejected a pod planned onto it: it has
 	// registered, whatever its conditions say yet, so no batch takes it back.
 	rejecting map[string]bool
+	// earlyIntake takes pods in as they are created (see Intake).
+	earlyIntake bool
+	// profiles are the NodePools of each scheduler profile, as its last submission said.
+	profiles map[string]NodePoolSelector
+	// expected are the early pods left to the scheduler on registered nodes' room.
+	expected map[types.UID]expectation
+	// unswept are the profiles learnt since the last batch, whose pods it takes in.
+	unswept map[string]bool
 }
 
 // Options configure a Provisioner.
@@ -127,6 +139,9 @@ type Options struct {
 	// again with its own onto cheaper capacity, while their node has not registered; 0
 	// never does.
 	ReplanWindow time.Duration
+	// EarlyIntake plans pods as they are created, before the scheduler has tried them, for
+	// the scheduler profiles a submission has made known (see Intake).
+	EarlyIntake bool
 }
 
 // DefaultReplanWindow is the --replan-window default: an EC2 node takes most of a minute to
@@ -137,18 +152,23 @@ const DefaultReplanWindow = 30 * time.Second
 // New returns a Provisioner.
 func New(kube client.Client, instanceTypes InstanceTypeSource, tracker *nomination.Tracker, batch Trigger, recorder record.EventRecorder, opts Options) *Provisioner {
 	return &Provisioner{kube: kube, instanceTypes: instanceTypes, tracker: tracker, batch: batch, recorder: recorder, clock: opts.Clock,
-		replanWindow: opts.ReplanWindow, pending: map[types.UID]Submission{}, replanned: map[string][]types.UID{}, rejecting: map[string]bool{}}
+		replanWindow: opts.ReplanWindow, pending: map[types.UID]Submission{}, replanned: map[string][]types.UID{}, rejecting: map[string]bool{},
+		earlyIntake: opts.EarlyIntake, profiles: map[string]NodePoolSelector{}, expected: map[types.UID]expectation{}, unswept: map[string]bool{}}
 }
 
 // Submit queues pods for the next batch and returns how many were queued. Pods already
 // planned are skipped, their nomination is on its way, unless they report that plan stale.
+// A pod the scheduler hands over found no room on the registered nodes, whatever early
+// intake expected.
 func (p *Provisioner) Submit(subs []Submission) int {
 	p.mu.Lock()
 	n := 0
 	for _, s := range subs {
+		p.learnProfile(s)
 		if s.Pod.Spec.NodeName != "" {
 			continue
 		}
+		delete(p.expected, s.Pod.UID)
 		if plan, ok := p.tracker.Get(s.Pod.UID); ok {
 			if s.StaleNode == "" || plan.NodeName != s.StaleNode {
 				continue
@@ -173,6 +193,7 @@ func (p *Provisioner) Submit(subs []Submission) int {
 func (p *Provisioner) Forget(uid types.UID) {
 	p.mu.Lock()
 	delete(p.pending, uid)
+	delete(p.expected, uid)
 	metrics.PodsQueued.Set(float64(len(p.pending)))
 	p.mu.Unlock()
 	p.tracker.Forget(uid)
@@ -246,6 +267,7 @@ func (p *Provisioner) Provision(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	subs = append(subs, p.sweep(unbound, subs)...)
 	groups := map[string][]Submission{}
 	var order []string
 	for _, s := range subs {
@@ -261,22 +283,52 @@ func (p *Provisioner) Provision(ctx context.Context) (err error) {
 		groups[k] = append(groups[k], s)
 	}
 	for _, k := range order {
-		if err := p.provisionGroup(ctx, groups[k], unbound); err != nil {
+		group, err := p.checkEarly(ctx, groups[k], unbound)
+		if err != nil {
+			return err
+		}
+		if len(group) == 0 {
+			continue
+		}
+		if err := p.provisionGroup(ctx, group, unbound); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// checkEarly returns the submissions of a group that need capacity: those the scheduler
+// handed over, and the early ones that found no room on the registered nodes.
+func (p *Provisioner) checkEarly(ctx context.Context, subs []Submission, unbound map[types.UID]*corev1.Pod) ([]Submission, error) {
+	var early, out []Submission
+	for _, s := range subs {
+		if s.Early {
+			early = append(early, s)
+		} else {
+			out = append(out, s)
+		}
+	}
+	if len(early) == 0 {
+		return out, nil
+	}
+	need, err := p.placeEarly(ctx, early, unbound)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, need...), nil
+}
+
 func (p *Provisioner) provisionGroup(ctx context.Context, subs []Submission, unbound map[types.UID]*corev1.Pod) error {
 	logger := log.FromContext(ctx)
 	pods := make([]*corev1.Pod, len(subs))
 	schedulerMessage := map[types.UID]string{}
+	early := map[types.UID]bool{}
 	for i, s := range subs {
 		pods[i] = s.Pod
 		schedulerMessage[s.Pod.UID] = s.SchedulerMessage
+		early[s.Pod.UID] = s.Early
 	}
-	input, notReady, err := p.input(ctx, subs[0].NodePools, pods, unbound)
+	input, notReady, err := p.input(ctx, subs[0].NodePools, pods, unbound, inputOptions{expected: true})
 	if err != nil {
 		return err
 	}
@@ -288,27 +340,42 @@ func (p *Provisioner) provisionGroup(ctx context.Context, subs []Submission, unb
 	}
 	metrics.PlanSeconds.Observe(time.Since(start).Seconds())
 	recordPlan(plan)
-	for _, placement := range plan.Existing {
-		if err := p.addToInFlight(ctx, placement); err != nil {
+	err = concurrently(ctx, len(plan.Existing), func(ctx context.Context, i int) error {
+		if err := p.addToInFlight(ctx, plan.Existing[i]); err != nil {
 			return err
 		}
-		p.recordPlannedOntoInFlight(placement)
+		p.recordPlannedOntoInFlight(plan.Existing[i])
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	for i := range plan.NewNodeClaims {
-		nc, err := p.createNodeClaim(ctx, &plan.NewNodeClaims[i], plannedSinceAnnotations(plan.NewNodeClaims[i].Pods, takenBack, p.clock.Now()))
+	now := p.clock.Now()
+	err = concurrently(ctx, len(plan.NewNodeClaims), func(ctx context.Context, i int) error {
+		planned := &plan.NewNodeClaims[i]
+		nc, err := p.createNodeClaim(ctx, planned, plannedSinceAnnotations(planned.Pods, takenBack, now))
 		if err != nil {
 			return err
 		}
-		p.recordPlannedOntoNew(nc.Name, &plan.NewNodeClaims[i])
-		c := plan.NewNodeClaims[i].Cheapest
+		p.recordPlannedOntoNew(nc.Name, planned)
+		c := planned.Cheapest
 		logger.Info("planned NodeClaim", "nodeClaim", nc.Name, "nodePool", nc.Labels[karpv1.NodePoolLabelKey],
-			"pods", len(plan.NewNodeClaims[i].Pods), "expectedInstanceType", c.InstanceType, "zone", c.Zone,
-			"capacityType", c.CapacityType, "pricePerHour", c.Price, "instanceTypes", len(plan.NewNodeClaims[i].InstanceTypes))
+			"pods", len(planned.Pods), "expectedInstanceType", c.InstanceType, "zone", c.Zone,
+			"capacityType", c.CapacityType, "pricePerHour", c.Price, "instanceTypes", len(planned.InstanceTypes))
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if err := p.takeBack(ctx, takenBack); err != nil {
 		return err
 	}
 	for _, u := range plan.Unschedulable {
+		// The scheduler has not tried an early pod yet: the batch that plans the pod once it
+		// is handed over says why it cannot be.
+		if early[u.Pod.UID] {
+			continue
+		}
 		msg := "cannot provision a node for this pod: " + u.Reason
 		for _, name := range sortedKeys(notReady) {
 			msg += fmt.Sprintf("; NodePool %q: %s", name, notReady[name])
@@ -320,6 +387,25 @@ func (p *Provisioner) provisionGroup(ctx context.Context, subs []Submission, unb
 		logger.Info("cannot provision pod", "pod", klogRef(u.Pod), "reason", msg)
 	}
 	return nil
+}
+
+// writeConcurrency is how many NodeClaims a batch writes at once. A burst's batch makes
+// hundreds, and one write takes the API server a tenth to half a second under the burst's
+// load: one after the other, the last pods of a batch waited minutes for their NodeClaim.
+const writeConcurrency = 16
+
+// concurrently calls write for 0 to n-1, writeConcurrency at a time, and returns the first
+// error; once one has failed, the writes not started yet are not.
+func concurrently(ctx context.Context, n int, write func(ctx context.Context, i int) error) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(writeConcurrency)
+	for i := range n {
+		if ctx.Err() != nil {
+			break
+		}
+		g.Go(func() error { return write(ctx, i) })
+	}
+	return g.Wait()
 }
 
 // recordPlan counts where a plan put its pods.

@@ -220,16 +220,27 @@ func plannedSinceAnnotations(pods []*corev1.Pod, takenBack []softClaim, now time
 }
 
 // takeBack deletes the soft NodeClaims whose pods a batch planned again, saying so on each;
-// termination terminates their instances.
+// termination terminates their instances. A NodeClaim whose node registered since the batch
+// read it is kept: pods may have been bound to it before their new plan was published, and
+// deleting it would evict them. Its pods are planned elsewhere now; consolidation removes
+// it once it is empty.
 func (p *Provisioner) takeBack(ctx context.Context, soft []softClaim) error {
-	for _, s := range soft {
-		nc := s.node.NodeClaim
-		p.recorder.Eventf(nc, corev1.EventTypeNormal, ReasonReplanned, "its %d pods were planned again with later pods onto cheaper capacity", len(s.node.Pods))
-		log.FromContext(ctx).Info("took back a NodeClaim to plan its pods again", "nodeClaim", nc.Name, "pods", len(s.node.Pods), "pricePerHour", s.price)
-		if err := p.kube.Delete(ctx, nc); client.IgnoreNotFound(err) != nil {
+	return concurrently(ctx, len(soft), func(ctx context.Context, i int) error {
+		nc := &karpv1.NodeClaim{}
+		if err := p.kube.Get(ctx, client.ObjectKeyFromObject(soft[i].node.NodeClaim), nc); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		logger := log.FromContext(ctx).WithValues("nodeClaim", nc.Name, "pods", len(soft[i].node.Pods), "pricePerHour", soft[i].price)
+		if nodeclaim.IsTrue(nc, karpv1.ConditionTypeRegistered) {
+			logger.Info("kept a NodeClaim whose pods were planned again: its node registered meanwhile")
+			return nil
+		}
+		p.recorder.Eventf(nc, corev1.EventTypeNormal, ReasonReplanned, "its %d pods were planned again with later pods onto cheaper capacity", len(soft[i].node.Pods))
+		logger.Info("took back a NodeClaim to plan its pods again")
+		if err := p.kube.Delete(ctx, nc, client.Preconditions{UID: &nc.UID}); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting NodeClaim %s, whose pods were planned again: %w", nc.Name, err)
 		}
 		metrics.NodeClaimsReplanned.WithLabelValues(nc.Labels[karpv1.NodePoolLabelKey]).Inc()
-	}
-	return nil
+		return nil
+	})
 }

@@ -227,3 +227,27 @@ func TestReplanningSoftNodeClaimsRecoversAPiecemealBurst(t *testing.T) {
 		t.Errorf("planning soft NodeClaims again, the burst costs ×%.3f of a plan at once, want ≤ 1.05", replanned)
 	}
 }
+
+// TestTakeBackKeepsNodeClaimsWhoseNodeRegisteredSinceTheBatchReadThem: pods may have been
+// bound to such a node before their new plan was published; deleting it would evict them.
+func TestTakeBackKeepsNodeClaimsWhoseNodeRegisteredSinceTheBatchReadThem(t *testing.T) {
+	f := newFixture(t, fakeInstanceTypes{}, pool("general"))
+	ctx := context.Background()
+	registered := f.nodeClaim(t, "general", func(s *karpv1.NodeClaimStatus) {
+		s.Conditions = []metav1.Condition{{Type: karpv1.ConditionTypeRegistered, Status: metav1.ConditionTrue, Reason: "Registered", LastTransitionTime: metav1.Now()}}
+	})
+	pending := f.nodeClaim(t, "general", nil)
+	// What the batch read: neither had registered.
+	stale := registered.DeepCopy()
+	stale.Status.Conditions = nil
+	if err := f.prov.takeBack(ctx, []softClaim{{node: packing.Node{NodeClaim: stale}}, {node: packing.Node{NodeClaim: pending}}}); err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, nc := range f.claims(t) {
+		left = append(left, nc.Name)
+	}
+	if diff := cmp.Diff([]string{registered.Name}, left); diff != "" {
+		t.Errorf("NodeClaims left (-want +got):\n%s", diff)
+	}
+}

@@ -24,6 +24,7 @@ import (
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
+	"github.com/tailor-autoscaler/tailor/provisioner/provisioning"
 	"github.com/tailor-autoscaler/tailor/test/localstack"
 )
 
@@ -252,8 +253,9 @@ func Scale(ctx context.Context, stack *localstack.Stack, opts ScaleOptions, out 
 
 // burstReading is what the burst's pods and NodeClaims said once every pod ran.
 type burstReading struct {
-	// latencies are, per pod planned onto a NodeClaim, the time from its creation to the
-	// first such NodeClaim's.
+	// latencies are, per pod planned onto a NodeClaim, the time from its creation to its
+	// first plan: the first NodeClaim listing it, or its first Planned event if earlier (a
+	// NodeClaim taken back by a later batch is gone).
 	latencies []time.Duration
 	// binds are the times the pods were bound (their PodScheduled condition).
 	binds []time.Time
@@ -283,6 +285,11 @@ func readBurst(ctx context.Context, kube client.Client) (burstReading, error) {
 			}
 		}
 	}
+	// A NodeClaim a later batch took back is gone: the pod's first plan is read from its
+	// first Planned event as well.
+	if err := firstPlanned(ctx, kube, claimed); err != nil {
+		return b, err
+	}
 	// Tens of thousands of pods are listed a page at a time.
 	opts := []client.ListOption{client.InNamespace(metav1.NamespaceDefault), client.HasLabels{DeploymentLabel}, client.Limit(5000)}
 	for {
@@ -304,6 +311,33 @@ func readBurst(ctx context.Context, kube client.Client) (burstReading, error) {
 			return b, nil
 		}
 		opts = append(opts[:3], client.Limit(5000), client.Continue(pods.Continue))
+	}
+}
+
+// firstPlanned lowers each pod's time in claimed to its first Planned event's, when earlier.
+func firstPlanned(ctx context.Context, kube client.Client, claimed map[types.UID]time.Time) error {
+	opts := []client.ListOption{
+		client.InNamespace(metav1.NamespaceDefault), client.Limit(5000),
+		client.MatchingFields{"reason": provisioning.ReasonPlanned, "involvedObject.kind": "Pod"},
+	}
+	for {
+		events := &corev1.EventList{}
+		if err := kube.List(ctx, events, opts...); err != nil {
+			return fmt.Errorf("listing Planned events: %w", err)
+		}
+		for _, e := range events.Items {
+			at := e.FirstTimestamp.Time
+			if at.IsZero() {
+				at = e.EventTime.Time
+			}
+			if first, ok := claimed[e.InvolvedObject.UID]; !at.IsZero() && (!ok || at.Before(first)) {
+				claimed[e.InvolvedObject.UID] = at
+			}
+		}
+		if events.Continue == "" {
+			return nil
+		}
+		opts = append(opts[:3], client.Limit(5000), client.Continue(events.Continue))
 	}
 }
 

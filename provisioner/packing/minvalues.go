@@ -1,12 +1,14 @@
 package packing
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/requirements"
 )
 
 // MinValuesPolicy says what the planner does when a NodePool requirement's minValues
@@ -32,20 +34,15 @@ type minValue struct {
 // minValuesOf returns, per key, the largest minValues the requirements set, by key; nil
 // when none sets one.
 func minValuesOf(reqs []karpv1.NodeSelectorRequirementWithMinValues) []minValue {
-	var out []minValue
-	for _, r := range reqs {
-		if r.MinValues == nil || *r.MinValues <= 0 {
-			continue
-		}
-		i := sort.Search(len(out), func(i int) bool { return out[i].key >= r.Key })
-		if i < len(out) && out[i].key == r.Key {
-			out[i].min = max(out[i].min, *r.MinValues)
-			continue
-		}
-		out = append(out, minValue{})
-		copy(out[i+1:], out[i:])
-		out[i] = minValue{key: r.Key, min: *r.MinValues}
+	byKey := requirements.MinValues(reqs)
+	if len(byKey) == 0 {
+		return nil
 	}
+	out := make([]minValue, 0, len(byKey))
+	for key, n := range byKey {
+		out = append(out, minValue{key: key, min: n})
+	}
+	slices.SortFunc(out, func(a, b minValue) int { return cmp.Compare(a.key, b.key) })
 	return out
 }
 

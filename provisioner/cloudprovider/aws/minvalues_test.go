@@ -105,4 +105,3 @@ func TestCreateFleetKeepsMinValuesFamilies(t *testing.T) {
 		}
 	}
 }
-

@@ -107,6 +107,8 @@ type Provisioner struct {
 	// replanWindow is how long after pods were first planned a later batch may plan them
 	// again with its own (see softClaims); 0 never does.
 	replanWindow time.Duration
+	// minValuesPolicy is the planner's (packing.Input.MinValuesPolicy).
+	minValuesPolicy packing.MinValuesPolicy
 
 	mu      sync.Mutex
 	pending map[types.UID]Submission
@@ -127,6 +129,9 @@ type Options struct {
 	// again with its own onto cheaper capacity, while their node has not registered; 0
 	// never does.
 	ReplanWindow time.Duration
+	// MinValuesPolicy is what the planner does when a NodePool's minValues cannot be met
+	// (--min-values-policy); empty is packing.MinValuesStrict.
+	MinValuesPolicy packing.MinValuesPolicy
 }
 
 // DefaultReplanWindow is the --replan-window default: an EC2 node takes most of a minute to
@@ -137,7 +142,7 @@ const DefaultReplanWindow = 30 * time.Second
 // New returns a Provisioner.
 func New(kube client.Client, instanceTypes InstanceTypeSource, tracker *nomination.Tracker, batch Trigger, recorder record.EventRecorder, opts Options) *Provisioner {
 	return &Provisioner{kube: kube, instanceTypes: instanceTypes, tracker: tracker, batch: batch, recorder: recorder, clock: opts.Clock,
-		replanWindow: opts.ReplanWindow, pending: map[types.UID]Submission{}, replanned: map[string][]types.UID{}, rejecting: map[string]bool{}}
+		replanWindow: opts.ReplanWindow, minValuesPolicy: opts.MinValuesPolicy, pending: map[types.UID]Submission{}, replanned: map[string][]types.UID{}, rejecting: map[string]bool{}}
 }
 
 // Submit queues pods for the next batch and returns how many were queued. Pods already
@@ -383,6 +388,11 @@ func (p *Provisioner) createNodeClaim(ctx context.Context, planned *packing.NewN
 	}
 	for k, v := range tmpl.ObjectMeta.Labels {
 		nc.Labels[k] = v
+	}
+	if planned.MinValuesRelaxed {
+		nc.Annotations[karpv1.NodeClaimMinValuesRelaxedAnnotationKey] = "true"
+	} else if requirements.MinValues(tmpl.Spec.Requirements) != nil {
+		nc.Annotations[karpv1.NodeClaimMinValuesRelaxedAnnotationKey] = "false"
 	}
 	for k, v := range annotations {
 		nc.Annotations[k] = v

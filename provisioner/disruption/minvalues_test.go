@@ -11,6 +11,7 @@ import (
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
+	"github.com/tailor-autoscaler/tailor/provisioner/requirements"
 )
 
 // replacementFamilies is what the minValues tests compare of a replacement.
@@ -65,7 +66,7 @@ func TestReplacementsKeepMinValues(t *testing.T) {
 					t.Fatalf("decision %s of %v with %d replacements, want one", d.Reason, nodeNames(d.Originals), len(d.Replacements))
 				}
 				r := d.Replacements[0]
-				got = &replacementFamilies{Relaxed: r.MinValuesRelaxed}
+				got = &replacementFamilies{Relaxed: r.MinValuesRelaxed, MinValues: requirements.MinValues(r.Requirements)[karpv1.InstanceFamilyLabelKey]}
 				seen := map[string]bool{}
 				for _, it := range r.InstanceTypes {
 					if f := it.Labels[karpv1.InstanceFamilyLabelKey]; !seen[f] {
@@ -74,11 +75,6 @@ func TestReplacementsKeepMinValues(t *testing.T) {
 					}
 				}
 				sort.Strings(got.Families)
-				for _, req := range r.Requirements {
-					if req.Key == karpv1.InstanceFamilyLabelKey && req.MinValues != nil {
-						got.MinValues = *req.MinValues
-					}
-				}
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("replacement (-want +got):\n%s", diff)

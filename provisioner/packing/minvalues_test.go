@@ -11,6 +11,7 @@ import (
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+	"github.com/tailor-autoscaler/tailor/provisioner/requirements"
 )
 
 const tierLabel = "example.com/tier"
@@ -143,11 +144,7 @@ func TestSolveMinValues(t *testing.T) {
 					}
 					sort.Strings(c.Values)
 				}
-				for _, r := range nc.Requirements {
-					if r.Key == tt.key && r.MinValues != nil {
-						c.MinValues = *r.MinValues
-					}
-				}
+				c.MinValues = requirements.MinValues(nc.Requirements)[tt.key]
 				got = append(got, c)
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {

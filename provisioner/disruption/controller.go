@@ -319,7 +319,7 @@ func (c *Controller) view(ctx context.Context, in packing.Input) (Cluster, Budge
 			delete(c.replacements, name)
 		}
 	}
-	cluster := Cluster{Nodes: in.Nodes, NodePools: in.NodePools, DaemonSets: in.DaemonSets, Volumes: in.Volumes}
+	cluster := clusterOf(in)
 	seen := map[string]bool{}
 	for _, n := range in.Nodes {
 		seen[n.Node.Name] = true
@@ -470,7 +470,7 @@ func (c *Controller) Prelaunch(ctx context.Context, nodeClaim string) error {
 	if gone == nil || len(gone.Pods) == 0 {
 		return nil
 	}
-	plan, _ := simulate(Cluster{Nodes: in.Nodes, NodePools: in.NodePools, DaemonSets: in.DaemonSets, Volumes: in.Volumes}, []Candidate{*gone}, nil)
+	plan, _ := simulate(clusterOf(in), []Candidate{*gone}, nil)
 	for _, r := range plan.NewNodeClaims {
 		nc, err := c.launcher.Launch(ctx, r)
 		if err != nil {
@@ -682,4 +682,9 @@ func (c *Controller) withNode(ctx context.Context, name string, f func(context.C
 		return client.IgnoreNotFound(err)
 	}
 	return f(ctx, c.kube, node)
+}
+
+// clusterOf is the cluster of a planner's input, without candidates.
+func clusterOf(in packing.Input) Cluster {
+	return Cluster{Nodes: in.Nodes, NodePools: in.NodePools, DaemonSets: in.DaemonSets, Volumes: in.Volumes, MinValuesPolicy: in.MinValuesPolicy}
 }

@@ -51,6 +51,8 @@ type Cluster struct {
 	NodePools  []packing.NodePool
 	DaemonSets []*appsv1.DaemonSet
 	Volumes    packing.Volumes
+	// MinValuesPolicy is the planner's for replacements (packing.Input.MinValuesPolicy).
+	MinValuesPolicy packing.MinValuesPolicy
 	// Candidates in no particular order.
 	Candidates []Candidate
 
@@ -572,7 +574,7 @@ func (c Cluster) whatIf(gone []Candidate, later map[string]bool, solve func(*pac
 		w = newWhatIfs()
 	}
 	if w.snap == nil {
-		w.snap = packing.NewSnapshot(packing.Input{Nodes: c.Nodes, NodePools: c.NodePools, DaemonSets: c.DaemonSets, Volumes: c.Volumes})
+		w.snap = packing.NewSnapshot(packing.Input{Nodes: c.Nodes, NodePools: c.NodePools, DaemonSets: c.DaemonSets, Volumes: c.Volumes, MinValuesPolicy: c.MinValuesPolicy})
 	}
 	away := map[string]bool{}
 	for _, g := range gone {

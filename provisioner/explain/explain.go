@@ -62,6 +62,9 @@ type NodeClaim struct {
 	Initialized string
 	// PlannedPods counts every pod planned onto the NodeClaim, this one included.
 	PlannedPods int
+	// MinValuesRelaxed says its NodePool's minValues were lowered to the values the
+	// instance types that can take its pods have (minValuesPolicy BestEffort).
+	MinValuesRelaxed bool
 }
 
 // Explain reads what the cluster records about the pod namespace/name.
@@ -148,6 +151,8 @@ func nodeClaim(nc *karpv1.NodeClaim, planned int) *NodeClaim {
 		Registered:   condition(karpv1.ConditionTypeRegistered),
 		Initialized:  condition(karpv1.ConditionTypeInitialized),
 		PlannedPods:  planned,
+
+		MinValuesRelaxed: nc.Annotations[karpv1.NodeClaimMinValuesRelaxedAnnotationKey] == "true",
 	}
 }
 

@@ -68,7 +68,7 @@ func TestExplainPlannedPod(t *testing.T) {
 	nc := &karpv1.NodeClaim{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        "general-x7k2p",
-			Annotations: map[string]string{nomination.PlannedPodsAnnotationKey: planned},
+			Annotations: map[string]string{nomination.PlannedPodsAnnotationKey: planned, karpv1.NodeClaimMinValuesRelaxedAnnotationKey: "true"},
 			Labels: map[string]string{
 				karpv1.NodePoolLabelKey:        "general",
 				corev1.LabelInstanceTypeStable: "m5.large",
@@ -117,7 +117,7 @@ func TestExplainPlannedPod(t *testing.T) {
 		NodeClaim: &NodeClaim{
 			Name: "general-x7k2p", NodePool: "general", InstanceType: "m5.large", Zone: "us-east-1a", CapacityType: "spot",
 			NodeName: "ip-10-0-1-5.ec2.internal", ProviderID: "aws:///us-east-1a/i-0123456789abcdef0",
-			Launched: "True", Registered: "False", PlannedPods: 2,
+			Launched: "True", Registered: "False", PlannedPods: 2, MinValuesRelaxed: true,
 		},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

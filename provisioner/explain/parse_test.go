@@ -87,6 +87,17 @@ func TestParseProvisioningMessage(t *testing.T) {
 			},
 		},
 		{
+			name: "a NodePool whose minValues the types that fit cannot meet names the key",
+			msg: `cannot provision a node for this pod: NodePool "diverse": minValues 5 for karpenter.k8s.aws/instance-family: only 3 families can take these pods; ` +
+				`NodePool "gpu": the pod does not tolerate taint nvidia.com/gpu=true:NoSchedule`,
+			want: ProvisioningFailure{
+				NodePools: []NodePoolReason{
+					{NodePool: "diverse", Reason: "minValues 5 for karpenter.k8s.aws/instance-family: only 3 families can take these pods"},
+					{NodePool: "gpu", Reason: "the pod does not tolerate taint nvidia.com/gpu=true:NoSchedule"},
+				},
+			},
+		},
+		{
 			name: "no NodePool for the profile",
 			msg:  "cannot provision a node for this pod: no NodePool is available to this pod's scheduler profile",
 			want: ProvisioningFailure{Reason: "no NodePool is available to this pod's scheduler profile"},

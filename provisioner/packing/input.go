@@ -36,6 +36,9 @@ type Input struct {
 	DaemonSets []*appsv1.DaemonSet
 	// Volumes the pods' PersistentVolumeClaims refer to, for volume topology.
 	Volumes Volumes
+	// MinValuesPolicy is what to do when a NodePool's minValues cannot be met; empty means
+	// MinValuesStrict.
+	MinValuesPolicy MinValuesPolicy
 }
 
 // NodePool is a NodePool with what the planner knows about it.
@@ -87,11 +90,16 @@ type NewNodeClaim struct {
 	// Requests is what the node must hold: the pods' requests (one pod slot each) plus the
 	// DaemonSet pods that will run on it.
 	Requests corev1.ResourceList
-	// InstanceTypes that can take all the pods, cheapest first, at most MaxInstanceTypes.
+	// InstanceTypes that can take all the pods, cheapest first: the MaxInstanceTypes
+	// cheapest, and more when the NodePool's minValues need them.
 	InstanceTypes []*cloudprovider.InstanceType
-	// Requirements of the NodeClaim: the NodePool's plus the instance types, zones and
-	// capacity types that remain, and any topology value the plan relies on.
+	// Requirements of the NodeClaim: the NodePool's (with their minValues) plus the
+	// instance types, zones and capacity types that remain, and any topology value the plan
+	// relies on.
 	Requirements []karpv1.NodeSelectorRequirementWithMinValues
+	// MinValuesRelaxed says that, under MinValuesBestEffort, the types that can take the
+	// pods fall short of a minValues and Requirements carry the lowered value.
+	MinValuesRelaxed bool
 	// Cheapest is the offering the plan expects to be launched, and its price.
 	Cheapest Choice
 }

@@ -70,6 +70,10 @@ func (s *solver) finalize(n *node) NewNodeClaim {
 			break
 		}
 	}
+	var reached map[string]int
+	if len(p.minValues) > 0 {
+		types, reached = widen(p, types, valid)
+	}
 	var kept []*offer
 	for _, t := range types {
 		for _, o := range t.typ.offers {
@@ -99,6 +103,10 @@ func (s *solver) finalize(n *node) NewNodeClaim {
 		inRequirement(corev1.LabelTopologyZone, zones),
 		inRequirement(karpv1.CapacityTypeLabelKey, capacityTypes),
 	)
+	if len(reached) > 0 {
+		relaxRequirements(claim.Requirements, reached)
+		claim.MinValuesRelaxed = true
+	}
 	for _, pin := range pinned {
 		switch pin.key {
 		case corev1.LabelTopologyZone, karpv1.CapacityTypeLabelKey, corev1.LabelInstanceTypeStable:
@@ -260,6 +268,9 @@ func (s *solver) explainPool(g *group, p *pool) string {
 	}
 	if len(withinLimits) == 0 {
 		return fmt.Sprintf("its limits leave no room for a node that fits the pod (remaining: %s)", s.describeRemaining(p))
+	}
+	if reason := s.explainMinValues(g, p, withinLimits); reason != "" {
+		return reason
 	}
 	for _, con := range g.topology {
 		if con.t.key == corev1.LabelHostname {

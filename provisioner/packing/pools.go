@@ -44,6 +44,8 @@ type pool struct {
 	priceKey string
 	// cols are the offers as columns of the LP that prices resources, built on first use.
 	cols []lowerbound.Column
+	// minValues are the keys the NodePool's requirements set minValues for, by key.
+	minValues []minValue
 }
 
 // columns are the pool's offers as the LP that prices resources sees them.
@@ -128,6 +130,7 @@ func newPool(np NodePool, d *dims, daemons []*daemon) *pool {
 		weight:     weight(np.NodePool),
 		taints:     tmpl.Spec.Taints,
 		compatible: map[int]*compat{},
+		minValues:  minValuesOf(tmpl.Spec.Requirements),
 	}
 	if np.Remaining != nil {
 		p.limit = d.of(np.Remaining)

@@ -470,6 +470,10 @@ func (s *solver) placeOnOpen(g *group) {
 		}
 		if k := s.howMany(g, n); k > 0 {
 			s.place(g, n, k)
+			if !s.meetsMinValues(n) {
+				s.unplace(g, n, k)
+				n.placed = n.placed[:len(n.placed)-1]
+			}
 		}
 	}
 }
@@ -503,19 +507,22 @@ func (s *solver) weightLevels() [][]*pool {
 
 func (s *solver) openIn(g *group, pools []*pool) *node {
 	if o := g.lastChoice; o != nil && slices.Contains(pools, o.typ.pool) && s.canSeed(g, o) {
-		n := s.newPlanned(o)
-		if v := s.fill(n, g); v >= 0.999*g.lastValue {
-			s.planned = append(s.planned, n)
-			return n
+		if n, v := s.tryNode(o, g); n != nil {
+			if v >= 0.999*g.lastValue {
+				s.planned = append(s.planned, n)
+				return n
+			}
+			s.rollback(n)
 		}
-		s.rollback(n)
 	}
 	var best *offer
 	bestScore, bestValue := math.Inf(1), 0.0
 	for _, p := range pools {
 		for _, o := range s.candidates(g, p) {
-			n := s.newPlanned(o)
-			v := s.fill(n, g)
+			n, v := s.tryNode(o, g)
+			if n == nil {
+				continue
+			}
 			s.rollback(n)
 			score := o.price / max(v, 1e-12)
 			// On a tie, the node holding more wins: fewer nodes for the same price.
@@ -527,11 +534,32 @@ func (s *solver) openIn(g *group, pools []*pool) *node {
 	if best == nil {
 		return nil
 	}
-	n := s.newPlanned(best)
-	s.fill(n, g)
+	n, _ := s.tryNode(best, g)
 	s.planned = append(s.planned, n)
 	g.lastChoice, g.lastValue = best, bestValue
 	return n
+}
+
+// tryNode plans a node of the offering filled with pending pods, the group's first, and
+// returns it with the value of what it holds. When the NodePool's minValues are Strict and
+// the filled node leaves too few instance types, it holds the group's next pod alone; nil
+// when even then it does.
+func (s *solver) tryNode(o *offer, g *group) (*node, float64) {
+	n := s.newPlanned(o)
+	v := s.fill(n, g)
+	if s.meetsMinValues(n) {
+		return n, v
+	}
+	s.rollback(n)
+	n = s.newPlanned(o)
+	if s.howMany(g, n) > 0 {
+		s.place(g, n, 1)
+		if s.meetsMinValues(n) {
+			return n, g.need.value(n.pool.prices)
+		}
+	}
+	s.rollback(n)
+	return nil, 0
 }
 
 // canSeed reports whether a new node of the offering can take the group's next pod.

@@ -53,7 +53,7 @@ func (p *Provisioner) unboundPods(ctx context.Context) (map[types.UID]*corev1.Po
 // copies the pods it plans anew and reads a node again before it patches it; NodeClaims
 // are read again before they are written.
 func (p *Provisioner) input(ctx context.Context, sel NodePoolSelector, pods []*corev1.Pod, unbound map[types.UID]*corev1.Pod, opts inputOptions) (packing.Input, map[string]string, error) {
-	in := packing.Input{Pods: pods}
+	in := packing.Input{Pods: pods, MinValuesPolicy: p.minValuesPolicy}
 	notReady := map[string]string{}
 	pools := &karpv1.NodePoolList{}
 	if err := p.kube.List(ctx, pools); err != nil {

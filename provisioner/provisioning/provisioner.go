@@ -111,6 +111,8 @@ type Provisioner struct {
 	// replanWindow is how long after pods were first planned a later batch may plan them
 	// again with its own (see softClaims); 0 never does.
 	replanWindow time.Duration
+	// minValuesPolicy is the planner's (packing.Input.MinValuesPolicy).
+	minValuesPolicy packing.MinValuesPolicy
 
 	mu      sync.Mutex
 	pending map[types.UID]Submission
@@ -142,6 +144,9 @@ type Options struct {
 	// EarlyIntake plans pods as they are created, before the scheduler has tried them, for
 	// the scheduler profiles a submission has made known (see Intake).
 	EarlyIntake bool
+	// MinValuesPolicy is what the planner does when a NodePool's minValues cannot be met
+	// (--min-values-policy); empty is packing.MinValuesStrict.
+	MinValuesPolicy packing.MinValuesPolicy
 }
 
 // DefaultReplanWindow is the --replan-window default: an EC2 node takes most of a minute to
@@ -152,7 +157,7 @@ const DefaultReplanWindow = 30 * time.Second
 // New returns a Provisioner.
 func New(kube client.Client, instanceTypes InstanceTypeSource, tracker *nomination.Tracker, batch Trigger, recorder record.EventRecorder, opts Options) *Provisioner {
 	return &Provisioner{kube: kube, instanceTypes: instanceTypes, tracker: tracker, batch: batch, recorder: recorder, clock: opts.Clock,
-		replanWindow: opts.ReplanWindow, pending: map[types.UID]Submission{}, replanned: map[string][]types.UID{}, rejecting: map[string]bool{},
+		replanWindow: opts.ReplanWindow, minValuesPolicy: opts.MinValuesPolicy, pending: map[types.UID]Submission{}, replanned: map[string][]types.UID{}, rejecting: map[string]bool{},
 		earlyIntake: opts.EarlyIntake, profiles: map[string]NodePoolSelector{}, expected: map[types.UID]expectation{}, unswept: map[string]bool{}}
 }
 
@@ -469,6 +474,11 @@ func (p *Provisioner) createNodeClaim(ctx context.Context, planned *packing.NewN
 	}
 	for k, v := range tmpl.ObjectMeta.Labels {
 		nc.Labels[k] = v
+	}
+	if planned.MinValuesRelaxed {
+		nc.Annotations[karpv1.NodeClaimMinValuesRelaxedAnnotationKey] = "true"
+	} else if requirements.MinValues(tmpl.Spec.Requirements) != nil {
+		nc.Annotations[karpv1.NodeClaimMinValuesRelaxedAnnotationKey] = "false"
 	}
 	for k, v := range annotations {
 		nc.Annotations[k] = v

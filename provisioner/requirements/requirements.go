@@ -99,3 +99,19 @@ func SingleValueLabels(reqs []karpv1.NodeSelectorRequirementWithMinValues) map[s
 	}
 	return out
 }
+
+// MinValues returns, per key, the largest minValues the requirements set; nil when none
+// sets one.
+func MinValues(reqs []karpv1.NodeSelectorRequirementWithMinValues) map[string]int {
+	var out map[string]int
+	for _, r := range reqs {
+		if r.MinValues == nil || *r.MinValues <= 0 {
+			continue
+		}
+		if out == nil {
+			out = map[string]int{}
+		}
+		out[r.Key] = max(out[r.Key], *r.MinValues)
+	}
+	return out
+}

@@ -30,12 +30,18 @@ type Output struct {
 
 // NodeClaim is a NodeClaim the plan launches.
 type NodeClaim struct {
-	NodePool     string   `json:"nodePool"`
-	InstanceType string   `json:"instanceType"`
-	Zone         string   `json:"zone"`
-	CapacityType string   `json:"capacityType"`
-	PricePerHour float64  `json:"pricePerHour"`
-	Pods         []string `json:"pods"`
+	NodePool     string  `json:"nodePool"`
+	InstanceType string  `json:"instanceType"`
+	Zone         string  `json:"zone"`
+	CapacityType string  `json:"capacityType"`
+	PricePerHour float64 `json:"pricePerHour"`
+	// InstanceTypes the NodeClaim allows, cheapest first: those its CreateFleet requests
+	// are offered (at most maxOverrides type and subnet pairs each, keeping minValues).
+	InstanceTypes []string `json:"instanceTypes"`
+	// MinValuesRelaxed says the NodePool's minValues were lowered to the values there are
+	// (--min-values-policy BestEffort).
+	MinValuesRelaxed bool     `json:"minValuesRelaxed,omitempty"`
+	Pods             []string `json:"pods"`
 }
 
 // Existing is a node or NodeClaim of the manifests and the pods planned onto it.
@@ -63,9 +69,13 @@ func Render(plan packing.Plan, solveSeconds float64) Output {
 	}
 	for _, nc := range plan.NewNodeClaims {
 		c := nc.Cheapest
+		types := make([]string, len(nc.InstanceTypes))
+		for i, it := range nc.InstanceTypes {
+			types[i] = it.Name
+		}
 		out.NodeClaims = append(out.NodeClaims, NodeClaim{
 			NodePool: nc.NodePool.Name, InstanceType: c.InstanceType, Zone: c.Zone, CapacityType: c.CapacityType, PricePerHour: c.Price,
-			Pods: podNames(nc.Pods),
+			InstanceTypes: types, MinValuesRelaxed: nc.MinValuesRelaxed, Pods: podNames(nc.Pods),
 		})
 	}
 	for _, p := range plan.Existing {

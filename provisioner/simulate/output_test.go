@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 )
 
@@ -19,6 +20,14 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 func pod(namespace, name string) *corev1.Pod {
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+}
+
+func instanceTypes(names ...string) []*cloudprovider.InstanceType {
+	out := make([]*cloudprovider.InstanceType, len(names))
+	for i, name := range names {
+		out[i] = &cloudprovider.InstanceType{Name: name}
+	}
+	return out
 }
 
 func TestRenderGolden(t *testing.T) {
@@ -36,11 +45,14 @@ func TestRenderGolden(t *testing.T) {
 				NewNodeClaims: []packing.NewNodeClaim{
 					{
 						NodePool: general, Pods: []*corev1.Pod{pod("default", "web-1-0"), pod("default", "web-1-1")},
-						Cheapest: packing.Choice{InstanceType: "m7g.xlarge", Zone: "us-east-1b", CapacityType: "spot", Price: 0.07123},
+						Cheapest:      packing.Choice{InstanceType: "m7g.xlarge", Zone: "us-east-1b", CapacityType: "spot", Price: 0.07123},
+						InstanceTypes: instanceTypes("m7g.xlarge", "m6g.xlarge", "c7g.2xlarge"),
 					},
 					{
 						NodePool: gpu, Pods: []*corev1.Pod{pod("ml", "inference-0")},
-						Cheapest: packing.Choice{InstanceType: "g5.xlarge", Zone: "us-east-1a", CapacityType: "on-demand", Price: 1.00604},
+						Cheapest:         packing.Choice{InstanceType: "g5.xlarge", Zone: "us-east-1a", CapacityType: "on-demand", Price: 1.00604},
+						InstanceTypes:    instanceTypes("g5.xlarge"),
+						MinValuesRelaxed: true,
 					},
 				},
 				Existing:      []packing.Placement{{Node: node, Pods: []*corev1.Pod{pod("default", "a"), pod("kube-system", "b")}}},

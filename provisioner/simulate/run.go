@@ -20,7 +20,8 @@ Plans capacity for the pending pods of Kubernetes manifests (NodePools, EC2NodeC
 and optionally Nodes, NodeClaims, DaemonSets, PersistentVolumeClaims, PersistentVolumes and
 StorageClasses) without a cluster or AWS, and prints the plan as JSON:
 
-  {"nodeClaims":[{"nodePool","instanceType","zone","capacityType","pricePerHour","pods":[...]}],
+  {"nodeClaims":[{"nodePool","instanceType","zone","capacityType","pricePerHour",
+                  "instanceTypes":[...],"minValuesRelaxed","pods":[...]}],
    "existing":[{"node","pods":[...]}], "unschedulable":[{"pod","reason"}],
    "totalPricePerHour", "nodes", "solveSeconds"}
 
@@ -53,6 +54,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	catalogPath := fs.String("catalog", "", "EC2 catalog file (JSON); the embedded us-east-1 catalog by default.")
 	overhead := fs.Float64("vm-memory-overhead-percent", 0.075, "Fraction of an instance's memory the kubelet does not see.")
 	reservedENIs := fs.Int("reserved-enis", 0, "Network interfaces per node kept from pods.")
+	minValuesPolicy := fs.String("min-values-policy", string(packing.MinValuesStrict), "What to do when a NodePool's minValues cannot be met: Strict leaves the pods to other NodePools or unschedulable, BestEffort lowers minValues to what there is.")
 	pretty := fs.Bool("pretty", false, "Indent the JSON output.")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -66,6 +68,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(files) == 0 {
 		return errors.New("no manifests: give them with -f FILE (repeatable, - reads standard input)")
 	}
+	policy := packing.MinValuesPolicy(*minValuesPolicy)
+	if policy != packing.MinValuesStrict && policy != packing.MinValuesBestEffort {
+		return fmt.Errorf("--min-values-policy %q: want %s or %s", policy, packing.MinValuesStrict, packing.MinValuesBestEffort)
+	}
 	cat, err := loadCatalog(*catalogPath)
 	if err != nil {
 		return err
@@ -77,6 +83,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	in.MinValuesPolicy = policy
 	start := time.Now()
 	plan := packing.Solve(in)
 	elapsed := time.Since(start).Seconds()

@@ -216,6 +216,82 @@ func allowedOfferings(nodeClaim *karpv1.NodeClaim, types []*cloudprovider.Instan
 	return out
 }
 
+// override is a candidate with the subnet it launches in.
+type override struct {
+	candidate
+	subnet string
+}
+
+// label is the value of a label a node launched from the candidate has.
+func (c candidate) label(key string) (string, bool) {
+	switch key {
+	case corev1.LabelInstanceTypeStable:
+		return c.it.Name, true
+	case corev1.LabelTopologyZone:
+		return c.offering.Zone, true
+	case karpv1.CapacityTypeLabelKey:
+		return c.offering.CapacityType, true
+	}
+	v, ok := c.it.Labels[key]
+	return v, ok
+}
+
+// chooseOverrides picks at most limit overrides, in their order (cheapest first), so that
+// the request keeps minValues distinct values of each key where the overrides have them:
+// first the cheapest override that brings a value of a key still short, for each until
+// the keys have their minValues, then the cheapest of the others.
+func chooseOverrides(overrides []override, minValues map[string]int, limit int) []override {
+	if len(overrides) <= limit {
+		return overrides
+	}
+	if len(minValues) == 0 {
+		return overrides[:limit]
+	}
+	keep := make([]bool, len(overrides))
+	kept := 0
+	seen := make(map[string]map[string]bool, len(minValues))
+	for key := range minValues {
+		seen[key] = map[string]bool{}
+	}
+	for i, o := range overrides {
+		if kept == limit {
+			break
+		}
+		brings := false
+		for key, n := range minValues {
+			if v, ok := o.label(key); ok && len(seen[key]) < n && !seen[key][v] {
+				brings = true
+			}
+		}
+		if !brings {
+			continue
+		}
+		keep[i] = true
+		kept++
+		for key := range minValues {
+			if v, ok := o.label(key); ok {
+				seen[key][v] = true
+			}
+		}
+	}
+	for i := range overrides {
+		if kept == limit {
+			break
+		}
+		if !keep[i] {
+			keep[i] = true
+			kept++
+		}
+	}
+	out := make([]override, 0, limit)
+	for i, o := range overrides {
+		if keep[i] {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
 // fleetLaunch is what one CreateFleet call did.
 type fleetLaunch struct {
 	// instanceID is the instance launched, "" when none was.
@@ -230,23 +306,24 @@ type fleetLaunch struct {
 // template does not exist, for the request or for an override, the provider forgets the
 // request's templates so that the next launch creates them again.
 func (p *Provider) createFleet(ctx context.Context, nodeClaim *karpv1.NodeClaim, class *awsv1.EC2NodeClass, resolved *resolvedClass, capacityType string, candidates []candidate) (fleetLaunch, error) {
-	byArch := map[string][]ec2types.FleetLaunchTemplateOverridesRequest{}
-	count := 0
+	var placed []override
 	for _, c := range candidates {
-		arch := c.it.Labels[corev1.LabelArchStable]
 		for _, s := range resolved.subnets {
-			if s.Zone != c.offering.Zone || count >= maxOverrides {
-				continue
+			if s.Zone == c.offering.Zone {
+				placed = append(placed, override{candidate: c, subnet: s.ID})
+				break
 			}
-			byArch[arch] = append(byArch[arch], ec2types.FleetLaunchTemplateOverridesRequest{
-				InstanceType: ec2types.InstanceType(c.it.Name),
-				SubnetId:     aws.String(s.ID),
-				// Cheapest first: used by the prioritized strategies, ignored by the others.
-				Priority: aws.Float64(float64(count)),
-			})
-			count++
-			break
 		}
+	}
+	byArch := map[string][]ec2types.FleetLaunchTemplateOverridesRequest{}
+	for i, o := range chooseOverrides(placed, requirements.MinValues(nodeClaim.Spec.Requirements), maxOverrides) {
+		arch := o.it.Labels[corev1.LabelArchStable]
+		byArch[arch] = append(byArch[arch], ec2types.FleetLaunchTemplateOverridesRequest{
+			InstanceType: ec2types.InstanceType(o.it.Name),
+			SubnetId:     aws.String(o.subnet),
+			// Cheapest first: used by the prioritized strategies, ignored by the others.
+			Priority: aws.Float64(float64(i)),
+		})
 	}
 	var configs []ec2types.FleetLaunchTemplateConfigRequest
 	archs := make([]string, 0, len(byArch))

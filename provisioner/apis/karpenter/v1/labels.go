@@ -24,8 +24,12 @@ const (
 const (
 	// DoNotDisruptAnnotationKey on a pod or node blocks voluntary disruption.
 	DoNotDisruptAnnotationKey = Group + "/do-not-disrupt"
-	// NodePoolHashAnnotationKey records the hash of the NodePool template a NodeClaim was made from.
+	// NodePoolHashAnnotationKey records the static hash (NodePool.Hash) of the NodePool
+	// template a NodeClaim was made from.
 	NodePoolHashAnnotationKey = Group + "/nodepool-hash"
+	// NodePoolHashVersionAnnotationKey records the NodePoolHashVersion that hash was
+	// computed with.
+	NodePoolHashVersionAnnotationKey = Group + "/nodepool-hash-version"
 )
 
 // Finalizers.

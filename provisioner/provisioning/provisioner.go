@@ -6,8 +6,6 @@ package provisioning
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -450,8 +448,9 @@ func (p *Provisioner) createNodeClaim(ctx context.Context, planned *packing.NewN
 			GenerateName: np.Name + "-",
 			Labels:       map[string]string{},
 			Annotations: map[string]string{
-				karpv1.NodePoolHashAnnotationKey:    TemplateHash(np),
-				nomination.PlannedPodsAnnotationKey: podsValue,
+				karpv1.NodePoolHashAnnotationKey:        np.Hash(),
+				karpv1.NodePoolHashVersionAnnotationKey: karpv1.NodePoolHashVersion,
+				nomination.PlannedPodsAnnotationKey:     podsValue,
 			},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: karpv1.SchemeGroupVersion.String(), Kind: "NodePool", Name: np.Name, UID: np.UID,
@@ -582,11 +581,4 @@ func podRefs(pods []*corev1.Pod) []nomination.Pod {
 		out[i] = nomination.Pod{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}
 	}
 	return out
-}
-
-// TemplateHash identifies a NodePool's NodeClaim template, so drift can be detected later.
-func TemplateHash(np *karpv1.NodePool) string {
-	b, _ := json.Marshal(np.Spec.Template)
-	sum := sha256.Sum256(b)
-	return fmt.Sprintf("%x", sum[:8])
 }

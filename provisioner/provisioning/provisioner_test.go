@@ -166,6 +166,15 @@ func TestProvisionCreatesNodeClaimsThatRecordTheirPods(t *testing.T) {
 	if diff := cmp.Diff([]string{karpv1.TerminationFinalizer}, nc.Finalizers); diff != "" {
 		t.Errorf("finalizers (-want +got):\n%s", diff)
 	}
+	// The template it was made from, for static drift.
+	np := &karpv1.NodePool{}
+	if err := f.kube.Get(context.Background(), client.ObjectKey{Name: "general"}, np); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{np.Hash(), karpv1.NodePoolHashVersion},
+		[]string{nc.Annotations[karpv1.NodePoolHashAnnotationKey], nc.Annotations[karpv1.NodePoolHashVersionAnnotationKey]}); diff != "" {
+		t.Errorf("NodePool hash and version (-want +got):\n%s", diff)
+	}
 	last := nc.Spec.Requirements[len(nc.Spec.Requirements)-3]
 	if diff := cmp.Diff([]string{"m.xlarge"}, last.Values); diff != "" || last.Key != corev1.LabelInstanceTypeStable {
 		t.Errorf("instance type requirement %v, want m.xlarge only (3 vCPU of requests)", last)

@@ -281,6 +281,19 @@ func TestCreateLaunchesSpotAndTagsTheInstance(t *testing.T) {
 	if !strings.HasPrefix(subnet, "subnet-") || !strings.HasPrefix(groups, "sg-") {
 		t.Errorf("recorded subnet %q and security groups %q, want the instance's", subnet, groups)
 	}
+	// What the class was at launch, for static drift.
+	class := &awsv1.EC2NodeClass{}
+	if err := h.kube.Get(context.Background(), client.ObjectKey{Name: "default"}, class); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{awsv1.EC2NodeClassHashAnnotationKey: class.Hash(), awsv1.EC2NodeClassHashVersionAnnotationKey: awsv1.EC2NodeClassHashVersion}
+	got := map[string]string{}
+	for k := range want {
+		got[k] = launched.Annotations[k]
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("class hash annotations (-want +got):\n%s", diff)
+	}
 }
 
 func TestCreateIsIdempotentPerNodeClaim(t *testing.T) {

@@ -124,8 +124,9 @@ func (p *Provider) Delete(ctx context.Context, nodeClaim *karpv1.NodeClaim) erro
 	return err
 }
 
-// toNodeClaim describes an instance as a NodeClaim: its offering labels and, when the
-// instance type is known, its capacity and allocatable for the node class.
+// toNodeClaim describes an instance as a NodeClaim: its offering labels, its subnet and
+// security groups, the hash of the node class it is launched with (when class is given),
+// and, when the instance type is known, its capacity and allocatable for the node class.
 func (p *Provider) toNodeClaim(inst *ec2types.Instance, entries map[string]*catalogEntry, class *awsv1.EC2NodeClass) *karpv1.NodeClaim {
 	tags := map[string]string{}
 	for _, t := range inst.Tags {
@@ -162,6 +163,11 @@ func (p *Provider) toNodeClaim(inst *ec2types.Instance, entries map[string]*cata
 	nc.Annotations = map[string]string{
 		awsv1.SubnetAnnotationKey:         aws.ToString(inst.SubnetId),
 		awsv1.SecurityGroupsAnnotationKey: strings.Join(groups, ","),
+	}
+	if class != nil {
+		// The class the instance is launched with, for static drift.
+		nc.Annotations[awsv1.EC2NodeClassHashAnnotationKey] = class.Hash()
+		nc.Annotations[awsv1.EC2NodeClassHashVersionAnnotationKey] = awsv1.EC2NodeClassHashVersion
 	}
 	if inst.LaunchTime != nil {
 		nc.CreationTimestamp = metav1.NewTime(*inst.LaunchTime)

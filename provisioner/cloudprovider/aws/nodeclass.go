@@ -19,10 +19,10 @@ import (
 
 // AMI families.
 const (
-	familyAL2023       = "AL2023"
-	familyAL2          = "AL2"
-	familyBottlerocket = "Bottlerocket"
-	familyCustom       = "Custom"
+	familyAL2023       = awsv1.AMIFamilyAL2023
+	familyAL2          = awsv1.AMIFamilyAL2
+	familyBottlerocket = awsv1.AMIFamilyBottlerocket
+	familyCustom       = awsv1.AMIFamilyCustom
 )
 
 // resolvedClass is what an EC2NodeClass's selectors point at right now.
@@ -73,25 +73,9 @@ func (p *Provider) resolveClass(ctx context.Context, class *awsv1.EC2NodeClass) 
 // amiFamily is the node class's amiFamily, or the family of its alias. An amiFamily that
 // contradicts the alias is refused (Custom may go with any alias).
 func amiFamily(class *awsv1.EC2NodeClass) (string, error) {
-	aliasFamily := ""
-	for _, t := range class.Spec.AMISelectorTerms {
-		if t.Alias == "" {
-			continue
-		}
-		switch strings.SplitN(t.Alias, "@", 2)[0] {
-		case "al2023":
-			aliasFamily = familyAL2023
-		case "al2":
-			aliasFamily = familyAL2
-		case "bottlerocket":
-			aliasFamily = familyBottlerocket
-		}
-	}
+	aliasFamily := class.AliasFamily()
 	if class.Spec.AMIFamily == nil {
-		if aliasFamily == "" {
-			return familyCustom, nil
-		}
-		return aliasFamily, nil
+		return class.ResolvedAMIFamily(), nil
 	}
 	if set := *class.Spec.AMIFamily; aliasFamily != "" && set != familyCustom && set != aliasFamily {
 		return "", fmt.Errorf("spec.amiFamily %s contradicts the alias of amiSelectorTerms (%s): remove amiFamily or set it to %s or Custom", set, aliasFamily, aliasFamily)

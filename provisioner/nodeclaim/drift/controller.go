@@ -1,15 +1,24 @@
-// Package drift marks NodeClaims whose node no longer matches what would be launched today:
-// the NodePool template changed since the NodeClaim was made from it (NodePoolDrifted), or
-// the EC2NodeClass no longer resolves to the AMI the instance booted (AMIDrifted), to its
-// subnet (SubnetDrifted) or to its security groups (SecurityGroupDrifted), as the launch
-// recorded them on the NodeClaim. It only sets the NodeClaim's Drifted condition, and clears
-// it once the node is back in line; the disruption controller replaces drifted nodes within
-// the NodePool's budgets.
+// Package drift marks NodeClaims whose node no longer matches what would be launched today,
+// as Karpenter v1 defines it. Static drift compares hashes: a static field of the NodePool
+// template changed since the NodeClaim was made from it (NodePoolDrifted), or one of the
+// EC2NodeClass since its instance was launched (NodeClassDrifted). Dynamic drift compares
+// what the node is with what would be chosen now: its labels no longer satisfy the
+// NodePool's requirements (RequirementsDrifted), or the EC2NodeClass no longer resolves to
+// the AMI the instance booted (AMIDrifted), to its subnet (SubnetDrifted) or to its security
+// groups (SecurityGroupDrifted), as the launch recorded them on the NodeClaim.
+//
+// A hash is only compared with one of the same version: a NodeClaim stamped with another
+// version of a hash (or none, made before hashes had versions) is stamped again with the
+// current hash instead, so that a Tailor upgrade that changes how a hash is computed never
+// replaces nodes by itself. The controller only sets the NodeClaim's Drifted condition, and
+// clears it once the node is back in line; the disruption controller replaces drifted nodes
+// within the NodePool's budgets.
 package drift
 
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -28,14 +37,20 @@ import (
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
-	"github.com/tailor-autoscaler/tailor/provisioner/provisioning"
 	"github.com/tailor-autoscaler/tailor/provisioner/requirements"
 )
 
 // Reasons of the Drifted condition.
 const (
-	// ReasonNodePoolDrifted: the NodePool's template hash differs from the NodeClaim's.
+	// ReasonNodePoolDrifted: the static hash of the NodePool's template differs from the
+	// NodeClaim's.
 	ReasonNodePoolDrifted = "NodePoolDrifted"
+	// ReasonRequirementsDrifted: the NodeClaim's labels no longer satisfy the NodePool's
+	// requirements.
+	ReasonRequirementsDrifted = "RequirementsDrifted"
+	// ReasonNodeClassDrifted: the static hash of the EC2NodeClass differs from the one the
+	// instance was launched with.
+	ReasonNodeClassDrifted = "NodeClassDrifted"
 	// ReasonAMIDrifted: the instance's AMI is not among those the EC2NodeClass resolves to.
 	ReasonAMIDrifted = "AMIDrifted"
 	// ReasonSubnetDrifted: the instance's subnet is not among those the EC2NodeClass resolves to.
@@ -99,7 +114,8 @@ func (c *Controller) nodeClassToNodeClaims(ctx context.Context, o client.Object)
 	return out
 }
 
-// Reconcile sets the NodeClaim's Drifted condition from its NodePool and EC2NodeClass.
+// Reconcile stamps the NodeClaim with current hashes where its own are of another version,
+// then sets its Drifted condition from its NodePool and EC2NodeClass.
 func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	nc := &karpv1.NodeClaim{}
 	if err := c.kube.Get(ctx, req.NamespacedName, nc); err != nil {
@@ -109,10 +125,25 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if nc.DeletionTimestamp != nil || nc.Status.ProviderID == "" {
 		return reconcile.Result{}, nil
 	}
-	reason, message, err := c.drift(ctx, nc)
+	np, class, err := c.owners(ctx, nc)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	if stamps := restamps(nc, np, class); len(stamps) > 0 {
+		before := nc.DeepCopy()
+		if nc.Annotations == nil {
+			nc.Annotations = map[string]string{}
+		}
+		maps.Copy(nc.Annotations, stamps)
+		if err := c.kube.Patch(ctx, nc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			if apierrors.IsConflict(err) {
+				return reconcile.Result{Requeue: true}, nil
+			}
+			return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("stamping hashes on NodeClaim %s: %w", nc.Name, err))
+		}
+		log.FromContext(ctx).Info("stamped NodeClaim with current hashes", "nodeClaim", nc.Name, "annotations", stamps)
+	}
+	reason, message := drift(nc, np, class)
 	before := nc.DeepCopy()
 	switch {
 	case reason != "":
@@ -135,29 +166,71 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{}, nil
 }
 
-// drift returns why the NodeClaim drifted, or "" when it has not or cannot tell.
-func (c *Controller) drift(ctx context.Context, nc *karpv1.NodeClaim) (reason, message string, err error) {
+// owners returns the NodeClaim's NodePool and EC2NodeClass, each nil when it is gone (or,
+// for the class, not referenced).
+func (c *Controller) owners(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.NodePool, *awsv1.EC2NodeClass, error) {
 	np := &karpv1.NodePool{}
 	if err := c.kube.Get(ctx, client.ObjectKey{Name: nc.Labels[karpv1.NodePoolLabelKey]}, np); err != nil {
-		// Without its NodePool the NodeClaim has nothing to drift from.
-		return "", "", client.IgnoreNotFound(fmt.Errorf("getting NodePool of NodeClaim %s: %w", nc.Name, err))
-	}
-	if have, ok := nc.Annotations[karpv1.NodePoolHashAnnotationKey]; ok {
-		if want := provisioning.TemplateHash(np); have != want {
-			return ReasonNodePoolDrifted, fmt.Sprintf("NodePool %s template changed (hash %s, NodeClaim made from %s)", np.Name, want, have), nil
+		if !apierrors.IsNotFound(err) {
+			return nil, nil, fmt.Errorf("getting NodePool of NodeClaim %s: %w", nc.Name, err)
 		}
+		np = nil
 	}
-	if nc.Spec.NodeClassRef == nil || nc.Status.ImageID == "" {
-		return "", "", nil
+	if nc.Spec.NodeClassRef == nil {
+		return np, nil, nil
 	}
 	class := &awsv1.EC2NodeClass{}
 	if err := c.kube.Get(ctx, client.ObjectKey{Name: nc.Spec.NodeClassRef.Name}, class); err != nil {
-		return "", "", client.IgnoreNotFound(fmt.Errorf("getting EC2NodeClass of NodeClaim %s: %w", nc.Name, err))
+		if !apierrors.IsNotFound(err) {
+			return nil, nil, fmt.Errorf("getting EC2NodeClass of NodeClaim %s: %w", nc.Name, err)
+		}
+		class = nil
+	}
+	return np, class, nil
+}
+
+// restamps returns the hash annotations to write on the NodeClaim: the current hash and
+// version of its NodePool, and of its EC2NodeClass, where the NodeClaim's version differs.
+func restamps(nc *karpv1.NodeClaim, np *karpv1.NodePool, class *awsv1.EC2NodeClass) map[string]string {
+	out := map[string]string{}
+	if np != nil && nc.Annotations[karpv1.NodePoolHashVersionAnnotationKey] != karpv1.NodePoolHashVersion {
+		out[karpv1.NodePoolHashAnnotationKey] = np.Hash()
+		out[karpv1.NodePoolHashVersionAnnotationKey] = karpv1.NodePoolHashVersion
+	}
+	if class != nil && nc.Annotations[awsv1.EC2NodeClassHashVersionAnnotationKey] != awsv1.EC2NodeClassHashVersion {
+		out[awsv1.EC2NodeClassHashAnnotationKey] = class.Hash()
+		out[awsv1.EC2NodeClassHashVersionAnnotationKey] = awsv1.EC2NodeClassHashVersion
+	}
+	return out
+}
+
+// drift returns why the NodeClaim drifted, or "" when it has not or cannot tell: static
+// drift first, then the NodePool's requirements, then what the EC2NodeClass resolves to.
+func drift(nc *karpv1.NodeClaim, np *karpv1.NodePool, class *awsv1.EC2NodeClass) (reason, message string) {
+	// Without its NodePool the NodeClaim has nothing to drift from.
+	if np == nil {
+		return "", ""
+	}
+	if have, ok := nc.Annotations[karpv1.NodePoolHashAnnotationKey]; ok && nc.Annotations[karpv1.NodePoolHashVersionAnnotationKey] == karpv1.NodePoolHashVersion {
+		if want := np.Hash(); have != want {
+			return ReasonNodePoolDrifted, fmt.Sprintf("NodePool %s template changed (hash %s, NodeClaim made from %s)", np.Name, want, have)
+		}
+	}
+	if r, ok := unsatisfied(np.Spec.Template.Spec.Requirements, nc.Labels); !ok {
+		return ReasonRequirementsDrifted, fmt.Sprintf("labels no longer satisfy NodePool %s requirement %s", np.Name, requirements.Describe(r))
+	}
+	if class == nil {
+		return "", ""
+	}
+	if have, ok := nc.Annotations[awsv1.EC2NodeClassHashAnnotationKey]; ok && nc.Annotations[awsv1.EC2NodeClassHashVersionAnnotationKey] == awsv1.EC2NodeClassHashVersion {
+		if want := class.Hash(); have != want {
+			return ReasonNodeClassDrifted, fmt.Sprintf("EC2NodeClass %s changed (hash %s, instance launched with %s)", class.Name, want, have)
+		}
 	}
 	// Until the class resolves AMIs there is nothing to compare with.
 	amis := amisFor(class.Status.AMIs, nc.Labels)
-	if len(class.Status.AMIs) > 0 && !slices.Contains(amis, nc.Status.ImageID) {
-		return ReasonAMIDrifted, fmt.Sprintf("AMI %s is not among the AMIs EC2NodeClass %s resolves to for this node %v", nc.Status.ImageID, class.Name, amis), nil
+	if nc.Status.ImageID != "" && len(class.Status.AMIs) > 0 && !slices.Contains(amis, nc.Status.ImageID) {
+		return ReasonAMIDrifted, fmt.Sprintf("AMI %s is not among the AMIs EC2NodeClass %s resolves to for this node %v", nc.Status.ImageID, class.Name, amis)
 	}
 	var subnets, groups []string
 	for _, s := range class.Status.Subnets {
@@ -167,15 +240,32 @@ func (c *Controller) drift(ctx context.Context, nc *karpv1.NodeClaim) (reason, m
 		groups = append(groups, g.ID)
 	}
 	if subnet := nc.Annotations[awsv1.SubnetAnnotationKey]; subnet != "" && len(subnets) > 0 && !slices.Contains(subnets, subnet) {
-		return ReasonSubnetDrifted, fmt.Sprintf("subnet %s is not among the subnets EC2NodeClass %s resolves to %v", subnet, class.Name, subnets), nil
+		return ReasonSubnetDrifted, fmt.Sprintf("subnet %s is not among the subnets EC2NodeClass %s resolves to %v", subnet, class.Name, subnets)
 	}
 	if have := nc.Annotations[awsv1.SecurityGroupsAnnotationKey]; have != "" && len(groups) > 0 {
 		slices.Sort(groups)
 		if want := strings.Join(groups, ","); have != want {
-			return ReasonSecurityGroupDrifted, fmt.Sprintf("security groups %s are not those EC2NodeClass %s resolves to (%s)", have, class.Name, want), nil
+			return ReasonSecurityGroupDrifted, fmt.Sprintf("security groups %s are not those EC2NodeClass %s resolves to (%s)", have, class.Name, want)
 		}
 	}
-	return "", "", nil
+	return "", ""
+}
+
+// unsatisfied returns the first requirement the NodeClaim's labels do not satisfy, and
+// false; true when they satisfy them all. A requirement on a well-known label the NodeClaim
+// does not carry (the region, say, which the launch does not record) is taken as satisfied:
+// the labels cannot tell, and guessing would replace every node of the NodePool. Any other
+// label a requirement needs was put on the NodeClaim when it was made, from the template.
+func unsatisfied(reqs []karpv1.NodeSelectorRequirementWithMinValues, labels map[string]string) (karpv1.NodeSelectorRequirementWithMinValues, bool) {
+	for _, r := range reqs {
+		if _, ok := labels[r.Key]; !ok && karpv1.WellKnownLabels[r.Key] {
+			continue
+		}
+		if !requirements.MatchesOne(r.Key, r.Operator, r.Values, labels) {
+			return r, false
+		}
+	}
+	return karpv1.NodeSelectorRequirementWithMinValues{}, true
 }
 
 // amisFor returns the ids of the AMIs whose requirements (architecture, say) the node's

@@ -318,6 +318,13 @@ const (
 	LaunchTemplateAnnotationKey = "tailor.sh/launch-template"
 )
 
+// Annotations on a NodeClaim that record the static hash (EC2NodeClass.Hash) of the class
+// its instance was launched with, and the EC2NodeClassHashVersion of that hash.
+const (
+	EC2NodeClassHashAnnotationKey        = Group + "/ec2nodeclass-hash"
+	EC2NodeClassHashVersionAnnotationKey = Group + "/ec2nodeclass-hash-version"
+)
+
 // EC2NodeClass condition types.
 const (
 	ConditionTypeSubnetsReady         = "SubnetsReady"

@@ -24,12 +24,16 @@ const (
 const (
 	// DoNotDisruptAnnotationKey on a pod or node blocks voluntary disruption.
 	DoNotDisruptAnnotationKey = Group + "/do-not-disrupt"
-	// NodePoolHashAnnotationKey records the hash of the NodePool template a NodeClaim was made from.
+	// NodePoolHashAnnotationKey records the static hash (NodePool.Hash) of the NodePool
+	// template a NodeClaim was made from.
 	NodePoolHashAnnotationKey = Group + "/nodepool-hash"
 	// NodeClaimMinValuesRelaxedAnnotationKey is "true" on a NodeClaim whose requirements'
 	// minValues were lowered to the values its pods' instance types have (minValuesPolicy
 	// BestEffort), "false" on one of a NodePool with minValues that met them.
 	NodeClaimMinValuesRelaxedAnnotationKey = Group + "/nodeclaim-min-values-relaxed"
+	// NodePoolHashVersionAnnotationKey records the NodePoolHashVersion that hash was
+	// computed with.
+	NodePoolHashVersionAnnotationKey = Group + "/nodepool-hash-version"
 )
 
 // Finalizers.

@@ -82,7 +82,8 @@ const (
 	// ConditionTypeReady mirrors Initialized for tools that look for Ready.
 	ConditionTypeReady = "Ready"
 	// ConditionTypeDrifted is True when the node no longer matches its NodePool or node class
-	// (reason NodePoolDrifted, AMIDrifted); the disruption controller replaces such nodes.
+	// (reason NodePoolDrifted, RequirementsDrifted, NodeClassDrifted, AMIDrifted,
+	// SubnetDrifted or SecurityGroupDrifted); the disruption controller replaces such nodes.
 	ConditionTypeDrifted = "Drifted"
 )
 

@@ -103,6 +103,9 @@ type Options struct {
 	// SpotToSpotSavings is the least fraction of price a spot replacement of spot nodes
 	// must save, so that consolidation does not churn spot capacity for pennies.
 	SpotToSpotSavings float64
+	// NoSpotToSpot refuses every spot replacement of spot nodes (Karpenter's
+	// SpotToSpotConsolidation feature gate off).
+	NoSpotToSpot bool
 	// MaxMultiNode caps the nodes one consolidation takes away together.
 	MaxMultiNode int
 	// MaxCandidates caps the nodes a consolidation plan considers, those spending the most
@@ -520,7 +523,8 @@ func wholeGroups(groups [][]Candidate, budget Budget, limit int) []Candidate {
 
 // consolidate checks whether taking the nodes away saves money: their pods fit on the
 // other nodes, or on those plus replacements that cost less than the nodes taken away (by
-// SpotToSpotSavings at least when spot replaces spot).
+// SpotToSpotSavings at least when spot replaces spot, and spot never replaces spot under
+// NoSpotToSpot).
 func consolidate(c Cluster, nodes []Candidate, later map[string]bool, opts Options) (Decision, bool) {
 	d, ok := evaluate(c, nodes, later)
 	if !ok || d.Savings <= savingsEpsilon {
@@ -532,7 +536,7 @@ func consolidate(c Cluster, nodes []Candidate, later map[string]bool, opts Optio
 	}
 	now := price(d.Replacements)
 	was := d.Savings + now
-	if len(d.Replacements) > 0 && allSpot && allSpotClaims(d.Replacements) && now > was*(1-opts.SpotToSpotSavings) {
+	if len(d.Replacements) > 0 && allSpot && allSpotClaims(d.Replacements) && (opts.NoSpotToSpot || now > was*(1-opts.SpotToSpotSavings)) {
 		return Decision{}, false
 	}
 	return d, true

@@ -20,6 +20,13 @@ var (
 	nodePoolLimitDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "nodepool", "limit"),
 		"A NodePool's limit per resource (cores, bytes, count); absent when unlimited.",
 		[]string{LabelNodePool, LabelResource}, nil)
+	// Karpenter's names of the same figures, for its dashboards and alerts.
+	karpenterNodePoolUsageDesc = prometheus.NewDesc("karpenter_nodepools_usage",
+		"The amount of resources that have been provisioned for a nodepool, per resource type; the same figure as tailor_nodepool_usage.",
+		[]string{LabelNodePool, "resource_type"}, nil)
+	karpenterNodePoolLimitDesc = prometheus.NewDesc("karpenter_nodepools_limit",
+		"Limits specified on the nodepool that restrict the quantity of resources provisioned; the same figure as tailor_nodepool_limit.",
+		[]string{LabelNodePool, "resource_type"}, nil)
 )
 
 // scrapeTimeout bounds reading the cache on a scrape.
@@ -42,6 +49,8 @@ func NewNodePoolCollector(kube client.Reader) *NodePoolCollector {
 func (c *NodePoolCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- nodePoolUsageDesc
 	ch <- nodePoolLimitDesc
+	ch <- karpenterNodePoolUsageDesc
+	ch <- karpenterNodePoolLimitDesc
 }
 
 // Collect sends each NodePool's usage and limits.
@@ -74,10 +83,14 @@ func (c *NodePoolCollector) Collect(ch chan<- prometheus.Metric) {
 	for i := range pools.Items {
 		np := &pools.Items[i]
 		for name, q := range usage[np.Name] {
-			ch <- prometheus.MustNewConstMetric(nodePoolUsageDesc, prometheus.GaugeValue, q.AsApproximateFloat64(), np.Name, string(name))
+			for _, desc := range []*prometheus.Desc{nodePoolUsageDesc, karpenterNodePoolUsageDesc} {
+				ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, q.AsApproximateFloat64(), np.Name, string(name))
+			}
 		}
 		for name, q := range np.Spec.Limits {
-			ch <- prometheus.MustNewConstMetric(nodePoolLimitDesc, prometheus.GaugeValue, q.AsApproximateFloat64(), np.Name, string(name))
+			for _, desc := range []*prometheus.Desc{nodePoolLimitDesc, karpenterNodePoolLimitDesc} {
+				ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, q.AsApproximateFloat64(), np.Name, string(name))
+			}
 		}
 	}
 }

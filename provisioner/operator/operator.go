@@ -51,6 +51,7 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclass"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodepool"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
+	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 	"github.com/tailor-autoscaler/tailor/provisioner/provisioning"
 )
 
@@ -108,6 +109,15 @@ type Options struct {
 	// never wait behind a burst of work.
 	KubeAPIQPS   float64
 	KubeAPIBurst int
+	// FeatureGates are Karpenter's feature gates; Tailor builds SpotToSpotConsolidation.
+	FeatureGates FeatureGates
+	// MinValuesPolicy says whether planning refuses (Strict) or relaxes (BestEffort) a
+	// NodePool's minValues it cannot meet.
+	MinValuesPolicy MinValuesPolicy
+	// LogFormat (text or json) and LogLevel (Karpenter's debug, info or error) shape the
+	// logger main builds.
+	LogFormat string
+	LogLevel  LogLevel
 }
 
 // Defaults of KubeAPIQPS and KubeAPIBurst, for clusters of up to 5,000 nodes. Tailor's
@@ -160,6 +170,9 @@ func (o *Options) Validate() error {
 	}
 	if o.KubeAPIBurst < 1 {
 		errs = append(errs, fmt.Errorf("--kube-api-burst (%d) must be at least 1", o.KubeAPIBurst))
+	}
+	if o.MinValuesPolicy != MinValuesStrict && o.MinValuesPolicy != MinValuesBestEffort {
+		errs = append(errs, fmt.Errorf("--min-values-policy (%q) must be %s or %s", o.MinValuesPolicy, MinValuesStrict, MinValuesBestEffort))
 	}
 	errs = append(errs, o.GarbageCollection.Validate())
 	return errors.Join(errs...)
@@ -218,12 +231,16 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
-	prov := provisioning.New(mgr.GetClient(), provider, tracker, batches, recorder, provisioning.Options{Clock: clk, ReplanWindow: opts.ReplanWindow, EarlyIntake: opts.EarlyIntake})
+	prov := provisioning.New(mgr.GetClient(), provider, tracker, batches, recorder, provisioning.Options{Clock: clk, ReplanWindow: opts.ReplanWindow, EarlyIntake: opts.EarlyIntake, MinValuesPolicy: packing.MinValuesPolicy(opts.MinValuesPolicy)})
 	disruptionOpts := disruption.ControllerOptions{
 		Options: disruption.DefaultOptions, Interval: opts.DisruptionInterval, MinNodeAge: opts.BatchMax, ReplacementTimeout: 10 * time.Minute,
 		MovedPodsHold: opts.MovedPodsHold,
 	}
 	disruptionOpts.SpotToSpotSavings = opts.SpotToSpotSavings
+	disruptionOpts.NoSpotToSpot = !opts.FeatureGates.Enabled(GateSpotToSpotConsolidation)
+	if unbuilt := opts.FeatureGates.Unbuilt(); len(unbuilt) > 0 {
+		logger.Info("Feature gates enabled that Tailor does not build; they change nothing", "gates", unbuilt)
+	}
 	disruptions := disruption.NewController(mgr.GetClient(), prov, prov, tracker, recorder, clk, disruptionOpts)
 	if err := mgr.Add(disruptions); err != nil {
 		return fmt.Errorf("adding disruption: %w", err)

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/tailor-autoscaler/tailor/provisioner/operator"
 )
 
 func TestKubeAPIFlags(t *testing.T) {
@@ -33,7 +35,7 @@ func TestKubeAPIFlags(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			fs := flag.NewFlagSet("tailor-provisioner", flag.ContinueOnError)
 			fs.SetOutput(io.Discard)
-			opts, _ := bindFlags(fs)
+			opts := operator.BindFlags(fs)
 			err := fs.Parse(append([]string{"--cluster-name=prod"}, tt.args...))
 			if err == nil {
 				err = opts.Validate()

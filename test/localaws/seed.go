@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/bits"
 	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -117,28 +118,32 @@ type parameter struct {
 	modified time.Time
 }
 
-// seedNetwork creates the VPC, one private subnet per zone and the security groups.
-func (s *Server) seedNetwork(zoneNames []string) {
+// seedNetwork creates the VPC, perZone private subnets per zone and the security groups. The
+// first subnet of a zone keeps the id and name it has when a zone has one.
+func (s *Server) seedNetwork(zoneNames []string, perZone int) {
 	s.vpc = vpc{id: "vpc-" + hexDigits(17, s.clusterName, "vpc")}
 	whole := netip.MustParsePrefix(vpcCIDR)
-	subnetBits := bits.Len(uint(len(zoneNames) - 1))
+	subnetBits := bits.Len(uint(len(zoneNames)*perZone - 1))
 	for i, name := range zoneNames {
 		z := zone{name: name, id: zoneID(s.region, i)}
 		s.zones = append(s.zones, z)
-		base := addrToUint(whole.Addr()) + uint32(i)<<(32-whole.Bits()-subnetBits)
-		sn := &subnet{
-			id:     "subnet-" + hexDigits(17, s.clusterName, "subnet", name),
-			zone:   z,
-			vpcID:  s.vpc.id,
-			prefix: netip.PrefixFrom(uintToAddr(base), whole.Bits()+subnetBits),
-			tags: sortedTags(
-				tag{discoveryTagKey, s.clusterName},
-				tag{nameTagKey, s.clusterName + "-private-" + name},
-			),
-			nextHost: reservedHosts,
+		for j := range perZone {
+			idParts, label := []string{s.clusterName, "subnet", name}, s.clusterName+"-private-"+name
+			if j > 0 {
+				idParts, label = append(idParts, strconv.Itoa(j)), fmt.Sprintf("%s-%d", label, j)
+			}
+			base := addrToUint(whole.Addr()) + uint32(i*perZone+j)<<(32-whole.Bits()-subnetBits)
+			sn := &subnet{
+				id:       "subnet-" + hexDigits(17, idParts...),
+				zone:     z,
+				vpcID:    s.vpc.id,
+				prefix:   netip.PrefixFrom(uintToAddr(base), whole.Bits()+subnetBits),
+				tags:     sortedTags(tag{discoveryTagKey, s.clusterName}, tag{nameTagKey, label}),
+				nextHost: reservedHosts,
+			}
+			sn.addresses = sn.capacity()
+			s.subnets = append(s.subnets, sn)
 		}
-		sn.addresses = sn.capacity()
-		s.subnets = append(s.subnets, sn)
 	}
 	s.securityGroups = []*securityGroup{
 		{

@@ -106,7 +106,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	for _, c := range []interface{ Register(ctrl.Manager) error }{
-		nodeclass.NewController(mgr.GetClient(), provider, clk),
+		nodeclass.NewController(mgr.GetClient(), provider, provider, mgr.GetEventRecorderFor("tailor-provisioner"), clk),
 		lifecycle.NewController(mgr.GetClient(), provider, mgr.GetEventRecorderFor("tailor-provisioner"), clk),
 	} {
 		if err := c.Register(mgr); err != nil {

@@ -49,6 +49,10 @@ func IsInsufficientCapacityError(err error) bool {
 	return errors.As(err, &target)
 }
 
+// ErrSubnetsFull is wrapped by a launch's InsufficientCapacityError when every subnet of the
+// node class is out of free IP addresses: no capacity error clears by itself then.
+var ErrSubnetsFull = errors.New("every subnet is out of free IP addresses")
+
 // NodeClassNotReadyError says a node class cannot be used to launch yet, and why.
 type NodeClassNotReadyError struct{ err error }
 

@@ -1,31 +1,54 @@
 // Package nodeclass keeps EC2NodeClass status current: the subnets, security groups, AMIs
-// and instance profile its selectors resolve to, and whether it can be used (Ready).
+// and instance profile its selectors resolve to, and whether it can be used (Ready). It holds
+// every class with a finalizer, so that a deleted class waits for its NodeClaims to go and
+// then has what Tailor created in AWS for it deleted.
 package nodeclass
 
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/backoff"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 )
 
 // resyncInterval is how often selectors are resolved again, to notice new subnets or AMIs.
 const resyncInterval = 5 * time.Minute
+
+// TerminationFinalizer holds a deleted EC2NodeClass until its NodeClaims are gone and its
+// AWS resources deleted; Karpenter's name, so classes it finalized carry over.
+const TerminationFinalizer = awsv1.Group + "/termination"
+
+// nodeClaimsPollInterval is how often a deleted class looks again for its NodeClaims.
+const nodeClaimsPollInterval = 10 * time.Second
+
+// Event reasons on a deleted EC2NodeClass.
+const (
+	// ReasonWaitingOnNodeClaims: NodeClaims still use the class.
+	ReasonWaitingOnNodeClaims = "WaitingOnNodeClaimTermination"
+	// ReasonCleanupFailed: deleting the class's AWS resources failed; it is tried again.
+	ReasonCleanupFailed = "CleanupFailed"
+)
 
 // ReasonResolutionFailed is the reason of the Ready condition of a class whose selectors
 // could not be resolved.
@@ -36,18 +59,25 @@ type Resolver interface {
 	ResolveNodeClass(ctx context.Context, class *awsv1.EC2NodeClass) (awsv1.EC2NodeClassStatus, error)
 }
 
-// Controller writes EC2NodeClass status.
+// Cleaner deletes what the cloud provider created for a node class.
+type Cleaner interface {
+	DeleteNodeClassResources(ctx context.Context, class *awsv1.EC2NodeClass) error
+}
+
+// Controller writes EC2NodeClass status and finalizes deleted classes.
 type Controller struct {
 	kube     client.Client
 	resolver Resolver
+	cleaner  Cleaner
+	recorder record.EventRecorder
 	clock    clock.WithTicker
 	// failures space out the resolutions of a class that keeps failing.
 	failures *backoff.Failures
 }
 
 // NewController returns a Controller.
-func NewController(kube client.Client, resolver Resolver, clk clock.WithTicker) *Controller {
-	return &Controller{kube: kube, resolver: resolver, clock: clk, failures: backoff.New(clk, backoff.DefaultInitial, backoff.DefaultMax)}
+func NewController(kube client.Client, resolver Resolver, cleaner Cleaner, recorder record.EventRecorder, clk clock.WithTicker) *Controller {
+	return &Controller{kube: kube, resolver: resolver, cleaner: cleaner, recorder: recorder, clock: clk, failures: backoff.New(clk, backoff.DefaultInitial, backoff.DefaultMax)}
 }
 
 // Register adds the controller to the manager.
@@ -70,6 +100,16 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			c.failures.Forget(req.Name)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !class.DeletionTimestamp.IsZero() {
+		return c.finalize(ctx, class)
+	}
+	if !controllerutil.ContainsFinalizer(class, TerminationFinalizer) {
+		patch := client.MergeFromWithOptions(class.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		controllerutil.AddFinalizer(class, TerminationFinalizer)
+		if err := c.kube.Patch(ctx, class, patch); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("adding the finalizer: %w", err))
+		}
 	}
 	version := string(class.UID) + "/" + strconv.FormatInt(class.Generation, 10)
 	if wait := c.failures.Wait(req.Name, version); wait > 0 {
@@ -102,4 +142,49 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 	}
 	return result, nil
+}
+
+// finalize deletes what Tailor created in AWS for a deleted class once no NodeClaim uses it,
+// then lets the class go. While NodeClaims use it, it says which and looks again later.
+func (c *Controller) finalize(ctx context.Context, class *awsv1.EC2NodeClass) (reconcile.Result, error) {
+	if !controllerutil.ContainsFinalizer(class, TerminationFinalizer) {
+		return reconcile.Result{}, nil
+	}
+	claims := &karpv1.NodeClaimList{}
+	if err := c.kube.List(ctx, claims); err != nil {
+		return reconcile.Result{}, fmt.Errorf("listing NodeClaims: %w", err)
+	}
+	var using []string
+	for _, nc := range claims.Items {
+		if ref := nc.Spec.NodeClassRef; ref != nil && ref.Group == awsv1.Group && ref.Kind == "EC2NodeClass" && ref.Name == class.Name {
+			using = append(using, nc.Name)
+		}
+	}
+	if len(using) > 0 {
+		sort.Strings(using)
+		c.recorder.Eventf(class, corev1.EventTypeNormal, ReasonWaitingOnNodeClaims, "Waiting on NodeClaim termination for %s", namesMessage(using))
+		return reconcile.Result{RequeueAfter: nodeClaimsPollInterval}, nil
+	}
+	if err := c.cleaner.DeleteNodeClassResources(ctx, class); err != nil {
+		c.recorder.Event(class, corev1.EventTypeWarning, ReasonCleanupFailed, cloudprovider.Message(err))
+		return reconcile.Result{}, fmt.Errorf("deleting the AWS resources of EC2NodeClass %s: %w", class.Name, err)
+	}
+	patch := client.MergeFromWithOptions(class.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.RemoveFinalizer(class, TerminationFinalizer)
+	if err := c.kube.Patch(ctx, class, patch); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("removing the finalizer: %w", err))
+	}
+	c.failures.Forget(class.Name)
+	return reconcile.Result{}, nil
+}
+
+// maxNamesInMessage bounds the NodeClaims an event names.
+const maxNamesInMessage = 5
+
+// namesMessage lists the first names and how many more there are.
+func namesMessage(names []string) string {
+	if len(names) <= maxNamesInMessage {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:maxNamesInMessage], ", "), len(names)-maxNamesInMessage)
 }

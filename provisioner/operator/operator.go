@@ -264,7 +264,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		expiration.NewController(mgr.GetClient(), recorder, clk),
 		drift.NewController(mgr.GetClient()),
 		nominations,
-		nodeclass.NewController(mgr.GetClient(), provider, clk),
+		nodeclass.NewController(mgr.GetClient(), provider, provider, recorder, clk),
 		nodepool.NewController(mgr.GetClient(), recorder),
 	} {
 		if err := c.Register(mgr); err != nil {

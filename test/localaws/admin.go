@@ -62,6 +62,8 @@ func (s *Server) Instances() []InstanceSummary {
 //	PUT /_admin/insufficient-capacity   replace them with the JSON list of CapacityPool sent
 //	GET /_admin/faults                  the Faults injected
 //	PATCH /_admin/faults                change the Faults fields sent
+//	GET /_admin/subnets                 the subnets and their free addresses (SubnetSummary)
+//	PATCH /_admin/subnets               set the addresses of the subnets sent ([]SubnetSize)
 //	GET /_admin/requests                requests received per action
 //	DELETE /_admin/requests             reset those counts
 func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
@@ -90,6 +92,8 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		s.writeAdminJSON(w, s.insufficientCapacity())
 	case path == "faults":
 		s.serveFaults(w, r)
+	case path == "subnets":
+		s.serveSubnets(w, r)
 	case path == "requests":
 		s.serveRequests(w, r)
 	case path == "healthz" || path == "instances" || path == "insufficient-capacity":

@@ -12,6 +12,7 @@ const (
 	codeMissingParameter            = "MissingParameter"
 	codeInvalidPaginationToken      = "InvalidPaginationToken"
 	codeInsufficientCapacity        = "InsufficientInstanceCapacity"
+	codeInsufficientFreeAddresses   = "InsufficientFreeAddressesInSubnet"
 	codeUnsupported                 = "Unsupported"
 	codeLaunchTemplateNameNotFound  = "InvalidLaunchTemplateName.NotFoundException"
 	codeLaunchTemplateIDNotFound    = "InvalidLaunchTemplateId.NotFound"

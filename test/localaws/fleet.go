@@ -384,6 +384,9 @@ func (s *Server) checkOverride(cfg fleetConfig, o fleetOverride, capacityType st
 	}
 	c.response.Overrides.SubnetID = c.subnet.id
 	c.response.Overrides.AvailabilityZone = c.subnet.zone.name
+	if c.subnet.available() == 0 {
+		return c, insufficientFreeAddresses(c.subnet)
+	}
 
 	c.imageID = o.imageID
 	if c.imageID == "" {
@@ -446,6 +449,11 @@ func (s *Server) overrideSubnet(o fleetOverride) (*subnet, error) {
 	return nil, invalidParameter("Invalid availability zone: [%s]", o.zone)
 }
 
+// insufficientFreeAddresses is EC2's error for a launch into a subnet without a free address.
+func insufficientFreeAddresses(sn *subnet) *apiError {
+	return newAPIError(codeInsufficientFreeAddresses, "There are not enough free addresses in subnet '%s' to satisfy the requested number of instances.", sn.id)
+}
+
 // offeringPrice returns the price of a type in a zone as a capacity type, whether it is
 // offered so, and whether the zone sells the type at all.
 func offeringPrice(t *catalog.InstanceType, zoneName, capacityType string) (float64, bool, bool) {
@@ -465,13 +473,10 @@ func offeringPrice(t *catalog.InstanceType, zoneName, capacityType string) (floa
 // launchInstance creates one instance of a candidate. s.mu must be held.
 func (s *Server) launchInstance(c fleetCandidate, capacityType string, req fleetRequest, fleetID, reservationID string, now time.Time) (*instance, *apiError) {
 	sn := c.subnet
-	size := uint32(1) << (32 - sn.prefix.Bits())
-	if sn.nextHost >= size-1 {
-		return nil, newAPIError("InsufficientFreeAddressesInSubnet", "There are not enough free addresses in subnet '%s' to satisfy the requested number of instances.", sn.id)
+	ip, ok := sn.takeAddress()
+	if !ok {
+		return nil, insufficientFreeAddresses(sn)
 	}
-	ip := uintToAddr(addrToUint(sn.prefix.Addr()) + sn.nextHost)
-	sn.nextHost++
-	sn.used++
 	i := &instance{
 		id:            s.newID("i", 17),
 		reservationID: reservationID,

@@ -342,6 +342,15 @@ type xmlStateChange struct {
 	PreviousState xmlInstanceState `xml:"previousState"`
 }
 
+// terminate starts shutting an instance down, which gives its address back to its subnet.
+// s.mu must be held.
+func (s *Server) terminate(i *instance, at time.Time) {
+	i.terminatedAt = at
+	if sn := s.subnetByID(i.subnetID); sn != nil {
+		sn.releaseAddress(i.privateIP)
+	}
+}
+
 // terminateInstances starts shutting down instances. Terminating a terminated instance again
 // succeeds and changes nothing; an unknown id fails the whole request.
 func (s *Server) terminateInstances(p queryParams) (*terminateInstancesResponse, error) {
@@ -360,7 +369,7 @@ func (s *Server) terminateInstances(p queryParams) (*terminateInstancesResponse,
 	for _, i := range found {
 		before := s.stateAt(i, now)
 		if i.terminatedAt.IsZero() {
-			i.terminatedAt = now
+			s.terminate(i, now)
 			s.logger.V(2).Info("Terminating instance", "instance", i.id, "previousState", before)
 		}
 		after := s.stateAt(i, now)

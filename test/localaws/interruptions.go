@@ -180,7 +180,7 @@ func (s *Server) terminateAt(id string, at time.Time) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if i := s.instanceByID(id, at); i != nil && i.terminatedAt.IsZero() {
-			i.terminatedAt = at
+			s.terminate(i, at)
 			s.logger.V(2).Info("Reclaiming interrupted instance", "instance", id)
 		}
 	}

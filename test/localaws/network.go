@@ -151,7 +151,6 @@ func (s *Server) describeSubnets(p queryParams) (*describeSubnetsResponse, error
 	defer s.mu.Unlock()
 	resp := &describeSubnetsResponse{NextToken: next}
 	for _, sn := range page {
-		size := 1 << (32 - sn.prefix.Bits())
 		resp.Subnets = append(resp.Subnets, xmlSubnet{
 			SubnetID:                sn.id,
 			SubnetArn:               "arn:aws:ec2:" + s.region + ":" + accountID + ":subnet/" + sn.id,
@@ -159,7 +158,7 @@ func (s *Server) describeSubnets(p queryParams) (*describeSubnetsResponse, error
 			VpcID:                   sn.vpcID,
 			OwnerID:                 accountID,
 			CidrBlock:               sn.prefix.String(),
-			AvailableIPAddressCount: size - reservedHosts - 1 - sn.used,
+			AvailableIPAddressCount: sn.available(),
 			AvailabilityZone:        sn.zone.name,
 			AvailabilityZoneID:      sn.zone.id,
 			TagSet:                  toXMLTags(sn.tags),

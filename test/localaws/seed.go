@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/bits"
 	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -28,15 +29,56 @@ type vpc struct {
 	id string
 }
 
-// subnet is a seeded private subnet; nextHost and used change as instances launch.
+// subnet is a seeded private subnet. Instances take an address when they launch and give it
+// back when they terminate: nextHost is the next address never handed out, released those
+// handed back, used those held. addresses is how many instances the subnet can hold at once,
+// the whole prefix less AWS's reserved addresses unless the admin API set fewer.
 type subnet struct {
-	id       string
-	zone     zone
-	vpcID    string
-	prefix   netip.Prefix
-	tags     []tag
-	nextHost uint32
-	used     int
+	id        string
+	zone      zone
+	vpcID     string
+	prefix    netip.Prefix
+	tags      []tag
+	nextHost  uint32
+	released  []uint32
+	used      int
+	addresses int
+}
+
+// capacity is how many addresses the subnet's prefix has for instances.
+func (sn *subnet) capacity() int {
+	return 1<<(32-sn.prefix.Bits()) - reservedHosts - 1
+}
+
+// available is the subnet's AvailableIpAddressCount.
+func (sn *subnet) available() int {
+	return max(0, sn.addresses-sn.used)
+}
+
+// takeAddress hands out a free address, a released one first; false when none is free.
+func (sn *subnet) takeAddress() (netip.Addr, bool) {
+	if sn.available() == 0 {
+		return netip.Addr{}, false
+	}
+	var host uint32
+	if n := len(sn.released); n > 0 {
+		host, sn.released = sn.released[n-1], sn.released[:n-1]
+	} else {
+		host = sn.nextHost
+		sn.nextHost++
+	}
+	sn.used++
+	return uintToAddr(addrToUint(sn.prefix.Addr()) + host), true
+}
+
+// releaseAddress gives back the address of a terminated instance.
+func (sn *subnet) releaseAddress(ip string) {
+	addr, err := netip.ParseAddr(ip)
+	if err != nil || !sn.prefix.Contains(addr) {
+		return
+	}
+	sn.released = append(sn.released, addrToUint(addr)-addrToUint(sn.prefix.Addr()))
+	sn.used--
 }
 
 // securityGroup is a seeded security group.
@@ -76,26 +118,32 @@ type parameter struct {
 	modified time.Time
 }
 
-// seedNetwork creates the VPC, one private subnet per zone and the security groups.
-func (s *Server) seedNetwork(zoneNames []string) {
+// seedNetwork creates the VPC, perZone private subnets per zone and the security groups. The
+// first subnet of a zone keeps the id and name it has when a zone has one.
+func (s *Server) seedNetwork(zoneNames []string, perZone int) {
 	s.vpc = vpc{id: "vpc-" + hexDigits(17, s.clusterName, "vpc")}
 	whole := netip.MustParsePrefix(vpcCIDR)
-	subnetBits := bits.Len(uint(len(zoneNames) - 1))
+	subnetBits := bits.Len(uint(len(zoneNames)*perZone - 1))
 	for i, name := range zoneNames {
 		z := zone{name: name, id: zoneID(s.region, i)}
 		s.zones = append(s.zones, z)
-		base := addrToUint(whole.Addr()) + uint32(i)<<(32-whole.Bits()-subnetBits)
-		s.subnets = append(s.subnets, &subnet{
-			id:     "subnet-" + hexDigits(17, s.clusterName, "subnet", name),
-			zone:   z,
-			vpcID:  s.vpc.id,
-			prefix: netip.PrefixFrom(uintToAddr(base), whole.Bits()+subnetBits),
-			tags: sortedTags(
-				tag{discoveryTagKey, s.clusterName},
-				tag{nameTagKey, s.clusterName + "-private-" + name},
-			),
-			nextHost: reservedHosts,
-		})
+		for j := range perZone {
+			idParts, label := []string{s.clusterName, "subnet", name}, s.clusterName+"-private-"+name
+			if j > 0 {
+				idParts, label = append(idParts, strconv.Itoa(j)), fmt.Sprintf("%s-%d", label, j)
+			}
+			base := addrToUint(whole.Addr()) + uint32(i*perZone+j)<<(32-whole.Bits()-subnetBits)
+			sn := &subnet{
+				id:       "subnet-" + hexDigits(17, idParts...),
+				zone:     z,
+				vpcID:    s.vpc.id,
+				prefix:   netip.PrefixFrom(uintToAddr(base), whole.Bits()+subnetBits),
+				tags:     sortedTags(tag{discoveryTagKey, s.clusterName}, tag{nameTagKey, label}),
+				nextHost: reservedHosts,
+			}
+			sn.addresses = sn.capacity()
+			s.subnets = append(s.subnets, sn)
+		}
 	}
 	s.securityGroups = []*securityGroup{
 		{

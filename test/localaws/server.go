@@ -58,6 +58,8 @@ type Options struct {
 	// ClusterName is used in the discovery tags and names of the seeded network resources.
 	// Empty means DefaultClusterName.
 	ClusterName string
+	// SubnetsPerZone is how many private subnets are seeded in each zone; 0 means one.
+	SubnetsPerZone int
 	// Clock drives every state transition. Nil means the real clock.
 	Clock clock.Clock
 	// LaunchDelay is how long an instance stays pending before it is running.
@@ -192,7 +194,7 @@ func New(opts Options) (*Server, error) {
 	for i := range s.instanceTypes {
 		s.typesByName[s.instanceTypes[i].Name] = &s.instanceTypes[i]
 	}
-	s.seedNetwork(cat.Zones)
+	s.seedNetwork(cat.Zones, max(1, opts.SubnetsPerZone))
 	s.seedImages()
 	s.products = s.buildProducts()
 	return s, nil

@@ -269,7 +269,8 @@ func (p *Provider) launchContext(ctx context.Context, ref *karpv1.NodeClassRefer
 		it := newInstanceType(e, class, zones, prices, p.overheadSettings())
 		for i := range it.Offerings {
 			o := &it.Offerings[i]
-			o.Available = !p.unavailable.has(offeringKey{instanceType: it.Name, zone: o.Zone, capacityType: o.CapacityType})
+			_, hasAddress := resolved.subnetFor(o.Zone)
+			o.Available = hasAddress && !p.unavailable.has(offeringKey{instanceType: it.Name, zone: o.Zone, capacityType: o.CapacityType})
 		}
 		if _, ok := resolved.amis[it.Labels[corev1.LabelArchStable]]; ok && len(it.Offerings) > 0 {
 			lc.types = append(lc.types, it)

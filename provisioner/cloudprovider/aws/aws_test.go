@@ -52,8 +52,16 @@ func newHarness(t *testing.T) *harness {
 // clock when fakeProviderClock is set.
 func newHarnessWithClock(t *testing.T, fakeProviderClock bool) *harness {
 	t.Helper()
+	return newHarnessWithEndpoint(t, fakeProviderClock, localaws.Options{})
+}
+
+// newHarnessWithEndpoint starts the endpoint with the options on a fake clock, for the test's
+// cluster.
+func newHarnessWithEndpoint(t *testing.T, fakeProviderClock bool, opts localaws.Options) *harness {
+	t.Helper()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
-	endpoint, err := localaws.New(localaws.Options{ClusterName: testCluster, Clock: clk, ShutdownDelay: time.Second})
+	opts.ClusterName, opts.Clock, opts.ShutdownDelay = testCluster, clk, time.Second
+	endpoint, err := localaws.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

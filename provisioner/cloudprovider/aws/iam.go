@@ -63,3 +63,18 @@ func truncate(s string, n int) string {
 	}
 	return s[:n]
 }
+
+// deleteInstanceProfile removes the role from the instance profile Tailor created for it and
+// deletes the profile; a profile already gone is no error.
+func (p *Provider) deleteInstanceProfile(ctx context.Context, role string) error {
+	name := p.instanceProfileName(role)
+	var notFound *iamtypes.NoSuchEntityException
+	_, err := p.iam.RemoveRoleFromInstanceProfile(ctx, &iam.RemoveRoleFromInstanceProfileInput{InstanceProfileName: aws.String(name), RoleName: aws.String(role)})
+	if err != nil && !errors.As(err, &notFound) {
+		return fmt.Errorf("removing role %s from instance profile %s: %w", role, name, err)
+	}
+	if _, err := p.iam.DeleteInstanceProfile(ctx, &iam.DeleteInstanceProfileInput{InstanceProfileName: aws.String(name)}); err != nil && !errors.As(err, &notFound) {
+		return fmt.Errorf("deleting instance profile %s: %w", name, err)
+	}
+	return nil
+}

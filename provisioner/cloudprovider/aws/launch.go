@@ -31,6 +31,10 @@ const maxOverrides = 150
 // errors of the previous ones left.
 const maxLaunchAttempts = 4
 
+// codeInsufficientFreeAddresses is CreateFleet's error for an override whose subnet has no
+// free IP address.
+const codeInsufficientFreeAddresses = "InsufficientFreeAddressesInSubnet"
+
 // launchTemplateNotFoundCodes are CreateFleet's errors, of the request or of an override,
 // for a launch template that does not exist (any more): deleted outside Tailor, or by the
 // clean-up of a replica that did not know it was used.
@@ -59,7 +63,7 @@ func (p *Provider) Create(ctx context.Context, nodeClaim *karpv1.NodeClaim) (*ka
 	}
 	candidates := allowedOfferings(nodeClaim, lc.types)
 	if len(candidates) == 0 {
-		return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("no available offering of EC2NodeClass %q satisfies the NodeClaim's requirements", lc.class.Name))
+		return nil, noOfferingError(lc)
 	}
 	var failures []string
 	excluded := map[offeringKey]bool{}
@@ -79,8 +83,16 @@ func (p *Provider) Create(ctx context.Context, nodeClaim *karpv1.NodeClaim) (*ka
 			return nil, err
 		}
 		before := len(excluded)
-		templateGone := false
+		templateGone, subnetLeft := false, false
 		for _, e := range fleet.errors {
+			if e.code == codeInsufficientFreeAddresses && e.key != (offeringKey{}) {
+				// Another subnet of the zone with free addresses is tried next, without
+				// giving up on the offering.
+				if _, ok := lc.resolved.subnetFor(e.key.zone); ok {
+					subnetLeft = true
+					continue
+				}
+			}
 			// Pools that failed are avoided even when the fleet launched in another one.
 			if e.key != (offeringKey{}) && capacityErrorCodes[e.code] {
 				p.unavailable.mark(e.key)
@@ -95,6 +107,10 @@ func (p *Provider) Create(ctx context.Context, nodeClaim *karpv1.NodeClaim) (*ka
 				excluded[e.key] = true
 			}
 		}
+		if fleet.instanceID == "" && lc.resolved.fullSubnets(nil) != nil {
+			// The last free addresses went meanwhile: no other offering can launch either.
+			return nil, noOfferingError(lc)
+		}
 		if fleet.instanceID != "" {
 			if p.afterCreateFleet != nil {
 				if err := p.afterCreateFleet(ctx, fleet.instanceID); err != nil {
@@ -107,7 +123,7 @@ func (p *Provider) Create(ctx context.Context, nodeClaim *karpv1.NodeClaim) (*ka
 			recreated = true
 			continue
 		}
-		if len(excluded) == before {
+		if len(excluded) == before && !subnetLeft {
 			// Errors that name no offering: none of these is worth trying again now.
 			for _, c := range chosen {
 				excluded[c.key()] = true
@@ -115,6 +131,15 @@ func (p *Provider) Create(ctx context.Context, nodeClaim *karpv1.NodeClaim) (*ka
 		}
 	}
 	return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("CreateFleet launched nothing: %s", strings.Join(failures, "; ")))
+}
+
+// noOfferingError is the error of a launch no offering is left for, naming the subnets when
+// they are all full, since no capacity error will clear by itself then.
+func noOfferingError(lc *launchContext) error {
+	if full := lc.resolved.fullSubnets(nil); len(full) > 0 {
+		return cloudprovider.NewInsufficientCapacityError(fmt.Errorf("EC2NodeClass %q: %w: %s", lc.class.Name, cloudprovider.ErrSubnetsFull, strings.Join(full, ", ")))
+	}
+	return cloudprovider.NewInsufficientCapacityError(fmt.Errorf("no available offering of EC2NodeClass %q satisfies the NodeClaim's requirements", lc.class.Name))
 }
 
 // nextCapacityType returns the capacity type to launch next and its candidates not yet
@@ -298,7 +323,8 @@ type fleetLaunch struct {
 	instanceID string
 	// template is the launch template of the instance launched.
 	template string
-	// errors are those EC2 reported per override.
+	// errors are those EC2 reported per override, and those of candidates whose zone has no
+	// subnet with a free address, which were not sent.
 	errors []fleetError
 }
 
@@ -307,13 +333,22 @@ type fleetLaunch struct {
 // request's templates so that the next launch creates them again.
 func (p *Provider) createFleet(ctx context.Context, nodeClaim *karpv1.NodeClaim, class *awsv1.EC2NodeClass, resolved *resolvedClass, capacityType string, candidates []candidate) (fleetLaunch, error) {
 	var placed []override
+	subnetOf := map[string]string{}
+	var launch fleetLaunch
 	for _, c := range candidates {
-		for _, s := range resolved.subnets {
-			if s.Zone == c.offering.Zone {
-				placed = append(placed, override{candidate: c, subnet: s.ID})
-				break
-			}
+		zone := c.offering.Zone
+		if _, ok := subnetOf[zone]; !ok {
+			s, _ := resolved.subnetFor(zone)
+			subnetOf[zone] = s.ID
 		}
+		if subnetOf[zone] == "" {
+			launch.errors = append(launch.errors, fleetError{key: c.key(), code: codeInsufficientFreeAddresses, message: "no subnet of the zone has a free address"})
+			continue
+		}
+		placed = append(placed, override{candidate: c, subnet: subnetOf[zone]})
+	}
+	if len(placed) == 0 {
+		return launch, nil
 	}
 	byArch := map[string][]ec2types.FleetLaunchTemplateOverridesRequest{}
 	for i, o := range chooseOverrides(placed, requirements.MinValues(nodeClaim.Spec.Requirements), maxOverrides) {
@@ -379,7 +414,6 @@ func (p *Provider) createFleet(ctx context.Context, nodeClaim *karpv1.NodeClaim,
 	for _, s := range resolved.subnets {
 		zoneOf[s.ID] = s.Zone
 	}
-	var launch fleetLaunch
 	for _, e := range out.Errors {
 		fe := fleetError{code: aws.ToString(e.ErrorCode), message: aws.ToString(e.ErrorMessage)}
 		apiErrorsMetric.WithLabelValues("EC2", "CreateFleet", fe.code).Inc()
@@ -395,12 +429,18 @@ func (p *Provider) createFleet(ctx context.Context, nodeClaim *karpv1.NodeClaim,
 			fe.key = offeringKey{instanceType: string(o.Overrides.InstanceType), zone: zone, capacityType: lifecycle}
 		}
 		launch.errors = append(launch.errors, fe)
+		if fe.code == codeInsufficientFreeAddresses && e.LaunchTemplateAndOverrides != nil && e.LaunchTemplateAndOverrides.Overrides != nil {
+			resolved.full(aws.ToString(e.LaunchTemplateAndOverrides.Overrides.SubnetId))
+		}
 		if launchTemplateNotFoundCodes[fe.code] {
 			p.forgetTemplates(configs)
 		}
 	}
 	for _, inst := range out.Instances {
 		if len(inst.InstanceIds) > 0 {
+			if o := inst.LaunchTemplateAndOverrides; o != nil && o.Overrides != nil {
+				resolved.tookAddress(aws.ToString(o.Overrides.SubnetId))
+			}
 			launch.instanceID, launch.template = inst.InstanceIds[0], templateOf[inst.InstanceType]
 			return launch, nil
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -32,6 +33,63 @@ type resolvedClass struct {
 	securityGroups []awsv1.SecurityGroup
 	// amis by Kubernetes architecture (amd64, arm64).
 	amis map[string]awsv1.AMI
+
+	mu sync.Mutex
+	// free is each subnet's AvailableIpAddressCount when the selectors were resolved, less
+	// the addresses launches took since: a burst between two resolutions spreads over the
+	// subnets instead of piling into the one EC2 last said had the most.
+	free map[string]int
+}
+
+// subnetFor returns the subnet of the zone with the most free addresses, as Karpenter
+// picks; false when every subnet of the zone is full.
+func (r *resolvedClass) subnetFor(zone string) (awsv1.Subnet, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var best awsv1.Subnet
+	most := 0
+	for _, s := range r.subnets {
+		if s.Zone == zone && r.free[s.ID] > most {
+			best, most = s, r.free[s.ID]
+		}
+	}
+	return best, most > 0
+}
+
+// tookAddress records that a launch took an address of the subnet.
+func (r *resolvedClass) tookAddress(subnetID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.free[subnetID] > 0 {
+		r.free[subnetID]--
+	}
+}
+
+// full records that EC2 found no free address in the subnet.
+func (r *resolvedClass) full(subnetID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.free[subnetID]; ok {
+		r.free[subnetID] = 0
+	}
+}
+
+// fullSubnets lists the subnets, in the zones given (all when nil), that have no free
+// address, as "subnet-… (zone)"; empty unless every subnet of those zones is full.
+func (r *resolvedClass) fullSubnets(zones map[string]bool) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, s := range r.subnets {
+		if zones != nil && !zones[s.Zone] {
+			continue
+		}
+		if r.free[s.ID] > 0 {
+			return nil
+		}
+		out = append(out, fmt.Sprintf("%s (%s)", s.ID, s.Zone))
+	}
+	return out
 }
 
 func (r *resolvedClass) zones() map[string]bool {
@@ -48,7 +106,7 @@ var errSelectorMatchedNothing = errors.New("selector matched nothing")
 
 // resolveClass resolves the selectors of an EC2NodeClass against EC2 and SSM.
 func (p *Provider) resolveClass(ctx context.Context, class *awsv1.EC2NodeClass) (*resolvedClass, error) {
-	subnets, err := p.resolveSubnets(ctx, class.Spec.SubnetSelectorTerms)
+	subnets, free, err := p.resolveSubnets(ctx, class.Spec.SubnetSelectorTerms)
 	if err != nil {
 		return nil, fmt.Errorf("resolving subnetSelectorTerms: %w", err)
 	}
@@ -67,7 +125,7 @@ func (p *Provider) resolveClass(ctx context.Context, class *awsv1.EC2NodeClass) 
 	if err != nil {
 		return nil, fmt.Errorf("resolving amiSelectorTerms: %w", err)
 	}
-	return &resolvedClass{family: family, subnets: subnets, securityGroups: groups, amis: amis}, nil
+	return &resolvedClass{family: family, subnets: subnets, securityGroups: groups, amis: amis, free: free}, nil
 }
 
 // amiFamily is the node class's amiFamily, or the family of its alias. An amiFamily that
@@ -114,8 +172,11 @@ func tagFilters(tags map[string]string) []ec2types.Filter {
 	return out
 }
 
-func (p *Provider) resolveSubnets(ctx context.Context, terms []awsv1.SubnetSelectorTerm) ([]awsv1.Subnet, error) {
+// resolveSubnets returns the subnets the terms select, sorted by id, and the free addresses
+// of each.
+func (p *Provider) resolveSubnets(ctx context.Context, terms []awsv1.SubnetSelectorTerm) ([]awsv1.Subnet, map[string]int, error) {
 	seen := map[string]awsv1.Subnet{}
+	free := map[string]int{}
 	for _, term := range terms {
 		filters := tagFilters(term.Tags)
 		if term.ID != "" {
@@ -125,22 +186,23 @@ func (p *Provider) resolveSubnets(ctx context.Context, terms []awsv1.SubnetSelec
 		for pages.HasMorePages() {
 			page, err := pages.NextPage(ctx)
 			if err != nil {
-				return nil, fmt.Errorf("describing subnets: %w", err)
+				return nil, nil, fmt.Errorf("describing subnets: %w", err)
 			}
 			for _, s := range page.Subnets {
 				seen[aws.ToString(s.SubnetId)] = awsv1.Subnet{ID: aws.ToString(s.SubnetId), Zone: aws.ToString(s.AvailabilityZone), ZoneID: aws.ToString(s.AvailabilityZoneId)}
+				free[aws.ToString(s.SubnetId)] = int(aws.ToInt32(s.AvailableIpAddressCount))
 			}
 		}
 	}
 	if len(seen) == 0 {
-		return nil, errSelectorMatchedNothing
+		return nil, nil, errSelectorMatchedNothing
 	}
 	out := make([]awsv1.Subnet, 0, len(seen))
 	for _, s := range seen {
 		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out, nil
+	return out, free, nil
 }
 
 func (p *Provider) resolveSecurityGroups(ctx context.Context, terms []awsv1.SecurityGroupSelectorTerm) ([]awsv1.SecurityGroup, error) {

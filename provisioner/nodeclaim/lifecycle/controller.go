@@ -6,6 +6,7 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -42,6 +43,9 @@ const (
 	ReasonInitialized          = "Initialized"
 	ReasonNodeClassNotReady    = "NodeClassNotReady"
 	ReasonInsufficientCapacity = "InsufficientCapacity"
+	// ReasonSubnetsFull, on the NodePool: every subnet of its EC2NodeClass is out of free
+	// IP addresses.
+	ReasonSubnetsFull = "SubnetsFull"
 )
 
 // Launcher creates instances.
@@ -157,6 +161,17 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // looked at again, should the status patch's event not come.
 const staleLaunchRequeue = 5 * time.Second
 
+// recordOnNodePool records a warning on the NodeClaim's NodePool, for a failure no NodeClaim
+// of the pool escapes.
+func (c *Controller) recordOnNodePool(ctx context.Context, nc *karpv1.NodeClaim, reason, message string) {
+	np := &karpv1.NodePool{}
+	if err := c.kube.Get(ctx, client.ObjectKey{Name: nc.Labels[karpv1.NodePoolLabelKey]}, np); err != nil {
+		log.FromContext(ctx).V(1).Info("Not recording on the NodePool: reading it failed", "nodePool", nc.Labels[karpv1.NodePoolLabelKey], "error", err.Error())
+		return
+	}
+	c.recorder.Event(np, corev1.EventTypeWarning, reason, message)
+}
+
 // LaunchTimeout bounds one launch, shutdown or not; the manager's graceful shutdown waits
 // at least as long.
 const LaunchTimeout = 90 * time.Second
@@ -179,6 +194,9 @@ func (c *Controller) launch(ctx context.Context, nc *karpv1.NodeClaim) (reconcil
 	case cloudprovider.IsInsufficientCapacityError(err):
 		metrics.LaunchErrors.WithLabelValues(nc.Labels[karpv1.NodePoolLabelKey], ReasonInsufficientCapacity).Inc()
 		c.recorder.Event(nc, corev1.EventTypeWarning, ReasonInsufficientCapacity, cloudprovider.Message(err))
+		if errors.Is(err, cloudprovider.ErrSubnetsFull) {
+			c.recordOnNodePool(ctx, nc, ReasonSubnetsFull, cloudprovider.Message(err))
+		}
 		logger.Info("no capacity for NodeClaim, deleting it so its pods are planned again", "error", err.Error())
 		c.failures.Forget(nc.Name)
 		return reconcile.Result{}, client.IgnoreNotFound(c.kube.Delete(ctx, nc))

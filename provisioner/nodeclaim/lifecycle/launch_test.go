@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 
@@ -17,6 +18,7 @@ import (
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
 )
 
@@ -144,5 +146,54 @@ func TestAStaleCopyOfALaunchedNodeClaimLaunchesNothing(t *testing.T) {
 	}
 	if c.recorded.pending(fresh) || c.recorded.pending(before) {
 		t.Error("the launch is still awaited once a copy showed it")
+	}
+}
+
+// failingLauncher fails every launch with its error.
+type failingLauncher struct{ err error }
+
+func (l failingLauncher) Create(context.Context, *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
+	return nil, l.err
+}
+
+// TestALaunchIntoFullSubnetsIsReportedOnTheNodePool: when every subnet is out of addresses,
+// the NodePool says so, besides the NodeClaim, since every NodeClaim of the pool fails alike.
+func TestALaunchIntoFullSubnetsIsReportedOnTheNodePool(t *testing.T) {
+	ctx := context.Background()
+	np := &karpv1.NodePool{
+		ObjectMeta: metav1.ObjectMeta{Name: "full-subnets"},
+		Spec: karpv1.NodePoolSpec{Template: karpv1.NodeClaimTemplate{Spec: karpv1.NodeClaimTemplateSpec{
+			NodeClassRef: &karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"},
+			Requirements: []karpv1.NodeSelectorRequirementWithMinValues{{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}}},
+		}}},
+	}
+	if err := kube.Create(ctx, np); err != nil {
+		t.Fatal(err)
+	}
+	nc := &karpv1.NodeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "full-subnets", Labels: map[string]string{karpv1.NodePoolLabelKey: np.Name}},
+		Spec: karpv1.NodeClaimSpec{
+			NodeClassRef: &karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"},
+			Requirements: []karpv1.NodeSelectorRequirementWithMinValues{{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}}},
+		},
+	}
+	if err := kube.Create(ctx, nc); err != nil {
+		t.Fatal(err)
+	}
+	err := cloudprovider.NewInsufficientCapacityError(fmt.Errorf(`EC2NodeClass "default": %w: subnet-a (us-east-1a)`, cloudprovider.ErrSubnetsFull))
+	recorder := record.NewFakeRecorder(10)
+	c := NewController(kube, failingLauncher{err: err}, recorder, clocktesting.NewFakeClock(nc.CreationTimestamp.Time))
+	if _, err := c.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(nc)}); err != nil {
+		t.Fatal(err)
+	}
+	close(recorder.Events)
+	var got []string
+	for e := range recorder.Events {
+		got = append(got, e)
+	}
+	message := `insufficient capacity: EC2NodeClass "default": every subnet is out of free IP addresses: subnet-a (us-east-1a)`
+	want := []string{"Warning InsufficientCapacity " + message, "Warning SubnetsFull " + message}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
 	}
 }

@@ -52,3 +52,15 @@ no Lease of its own: it leads while the scheduler of its pod holds this one. */}
 {{- define "tailor.image" -}}
 {{- printf "%s:%s" .image.repository (default .chart.AppVersion .image.tag) }}
 {{- end }}
+
+{{/*
+Karpenter's FEATURE_GATES from settings.featureGates: each camelCase key as its gate's name
+(spotToSpotConsolidation is SpotToSpotConsolidation), sorted.
+*/}}
+{{- define "tailor.featureGates" -}}
+{{- $gates := list -}}
+{{- range $name, $on := . -}}
+{{- $gates = append $gates (printf "%s%s=%t" (upper (substr 0 1 $name)) (substr 1 -1 $name) $on) -}}
+{{- end -}}
+{{- join "," $gates -}}
+{{- end -}}

@@ -1,0 +1,72 @@
+package chart
+
+import (
+	"bytes"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	apps "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/tailor-autoscaler/tailor/test/testenv"
+)
+
+// TestKarpenterSettingsBecomeItsEnvironment renders the chart with the settings.* values of
+// Karpenter's chart and checks the provisioner gets them as Karpenter's environment variables.
+func TestKarpenterSettingsBecomeItsEnvironment(t *testing.T) {
+	root := testenv.Root()
+	tool := exec.CommandContext(t.Context(), "bash", "-c", "source hack/lib.sh && helm_tool")
+	tool.Dir = root
+	helm, err := tool.Output()
+	if err != nil {
+		t.Fatalf("building helm: %v", err)
+	}
+	cmd := exec.CommandContext(t.Context(), strings.TrimSpace(string(helm)), "template", "tailor", filepath.Join(root, "manifests", "charts", "tailor"),
+		"--namespace", namespace, "--show-only", "templates/deployment.yaml", "--values", filepath.Join("testdata", "karpenter-settings.yaml"))
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("helm template: %v: %s", err, stderr.String())
+	}
+	codecs := serializer.NewCodecFactory(clientgoscheme.Scheme)
+	obj, _, err := codecs.UniversalDeserializer().Decode(out.Bytes(), nil, nil)
+	if err != nil {
+		t.Fatalf("decoding the Deployment: %v", err)
+	}
+	d := obj.(*apps.Deployment)
+	env := map[string]string{}
+	var args []string
+	for _, c := range d.Spec.Template.Spec.Containers {
+		if c.Name != "provisioner" {
+			continue
+		}
+		args = c.Args
+		for _, e := range c.Env {
+			if e.ValueFrom == nil {
+				env[e.Name] = e.Value
+			}
+		}
+	}
+	want := map[string]string{
+		"CLUSTER_NAME": "prod", "CLUSTER_ENDPOINT": "https://ABCDEF0123456789.gr7.us-east-1.eks.amazonaws.com",
+		"ISOLATED_VPC": "true", "INTERRUPTION_QUEUE": "prod-interruptions", "RESERVED_ENIS": "1",
+		"VM_MEMORY_OVERHEAD_PERCENT": "0.05", "BATCH_IDLE_DURATION": "2s", "BATCH_MAX_DURATION": "20s",
+		"FEATURE_GATES":     "NodeOverlay=false,NodeRepair=false,ReservedCapacity=true,SpotToSpotConsolidation=true,StaticCapacity=false",
+		"MIN_VALUES_POLICY": "BestEffort",
+	}
+	if diff := cmp.Diff(want, env); diff != "" {
+		t.Errorf("provisioner environment (-want +got):\n%s", diff)
+	}
+	if !contains(args, "--log-level=debug") {
+		t.Errorf("provisioner args %q lack --log-level=debug for logLevel: debug", args)
+	}
+}
+
+func contains(list []string, s string) bool {
+	return slices.Contains(list, s)
+}

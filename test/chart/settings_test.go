@@ -20,14 +20,19 @@ import (
 // Karpenter's chart and checks the provisioner gets them as Karpenter's environment variables.
 func TestKarpenterSettingsBecomeItsEnvironment(t *testing.T) {
 	root := testenv.Root()
-	tool := exec.CommandContext(t.Context(), "bash", "-c", "source hack/lib.sh && helm_tool")
+	tool := exec.CommandContext(t.Context(), "bash", "-c", "source hack/lib.sh && helm_tool && module_version k8s.io/kubernetes")
 	tool.Dir = root
-	helm, err := tool.Output()
+	lines, err := tool.Output()
 	if err != nil {
 		t.Fatalf("building helm: %v", err)
 	}
-	cmd := exec.CommandContext(t.Context(), strings.TrimSpace(string(helm)), "template", "tailor", filepath.Join(root, "manifests", "charts", "tailor"),
-		"--namespace", namespace, "--show-only", "templates/deployment.yaml", "--values", filepath.Join("testdata", "karpenter-settings.yaml"))
+	// Helm, then the Kubernetes version the chart is rendered for (as hack/update-chart.sh does).
+	tools := strings.Fields(string(lines))
+	if len(tools) != 2 {
+		t.Fatalf("hack/lib.sh printed %q, want helm's path and the Kubernetes version", lines)
+	}
+	cmd := exec.CommandContext(t.Context(), tools[0], "template", "tailor", filepath.Join(root, "manifests", "charts", "tailor"),
+		"--namespace", namespace, "--kube-version", tools[1], "--show-only", "templates/deployment.yaml", "--values", filepath.Join("testdata", "karpenter-settings.yaml"))
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr
 	if err := cmd.Run(); err != nil {

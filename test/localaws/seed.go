@@ -55,17 +55,19 @@ func (sn *subnet) available() int {
 	return max(0, sn.addresses-sn.used)
 }
 
-// takeAddress hands out a free address, a released one first; false when none is free.
+// takeAddress hands out a free address, one never handed out first and then the one released
+// longest ago; false when none is free. An address released a moment ago names a node that
+// may still be going away: handed out at once, the new instance's node would collide with it.
 func (sn *subnet) takeAddress() (netip.Addr, bool) {
 	if sn.available() == 0 {
 		return netip.Addr{}, false
 	}
 	var host uint32
-	if n := len(sn.released); n > 0 {
-		host, sn.released = sn.released[n-1], sn.released[:n-1]
-	} else {
+	if int(sn.nextHost) < reservedHosts+sn.capacity() || len(sn.released) == 0 {
 		host = sn.nextHost
 		sn.nextHost++
+	} else {
+		host, sn.released = sn.released[0], sn.released[1:]
 	}
 	sn.used++
 	return uintToAddr(addrToUint(sn.prefix.Addr()) + host), true

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -115,4 +116,37 @@ func TestResizingASubnetBeyondItsPrefixIsRefused(t *testing.T) {
 	status, body := adminRequest(t, h, http.MethodPatch, "/_admin/subnets", fmt.Sprintf(`[{"id":%q,"addresses":20000}]`, h.subnets(t)["us-east-1a"]))
 	require.Equal(t, http.StatusBadRequest, status)
 	require.Contains(t, body, "holds 0 to 16379 addresses, not 20000")
+}
+
+// TestAnAddressIsHandedOutAgainOnlyOnceTheFreshOnesAreGone: the node of an instance just
+// terminated may still be going away, and a new instance with its address would register a
+// node of the same name.
+func TestAnAddressIsHandedOutAgainOnlyOnceTheFreshOnesAreGone(t *testing.T) {
+	prefix := netip.MustParsePrefix("10.0.0.0/29")
+	sn := &subnet{prefix: prefix, nextHost: reservedHosts}
+	sn.addresses = sn.capacity()
+	take := func() string {
+		t.Helper()
+		addr, ok := sn.takeAddress()
+		if !ok {
+			t.Fatal("no free address")
+		}
+		return addr.String()
+	}
+	first := take()
+	sn.releaseAddress(first)
+	second := take()
+	if second == first {
+		t.Fatalf("the address %s released a moment ago was handed out again while fresh ones were left", first)
+	}
+	// A /29 holds three instances: the third address is the last fresh one.
+	if third := take(); third == first {
+		t.Fatalf("the address %s released a moment ago was handed out again while a fresh one was left", first)
+	}
+	if fourth := take(); fourth != first {
+		t.Errorf("once the fresh addresses are gone, got %s, want the one released, %s", fourth, first)
+	}
+	if addr, ok := sn.takeAddress(); ok {
+		t.Errorf("address %s was handed out from a full subnet", addr)
+	}
 }

@@ -4,8 +4,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -162,7 +163,7 @@ func (g *FeatureGates) Set(s string) error {
 			return fmt.Errorf("feature gate %q has no value: write %s=true or %s=false", name, name, name)
 		}
 		if !knownGates[name] {
-			return fmt.Errorf("unknown feature gate %q: known gates are %s", name, strings.Join(sortedKeys(knownGates), ", "))
+			return fmt.Errorf("unknown feature gate %q: known gates are %s", name, strings.Join(slices.Sorted(maps.Keys(knownGates)), ", "))
 		}
 		on, err := strconv.ParseBool(strings.TrimSpace(value))
 		if err != nil {
@@ -179,7 +180,7 @@ func (g *FeatureGates) String() string {
 		return ""
 	}
 	parts := make([]string, 0, len(*g))
-	for _, name := range sortedKeys(*g) {
+	for _, name := range slices.Sorted(maps.Keys(*g)) {
 		parts = append(parts, fmt.Sprintf("%s=%t", name, (*g)[name]))
 	}
 	return strings.Join(parts, ",")
@@ -191,21 +192,12 @@ func (g FeatureGates) Enabled(name string) bool { return g[name] }
 // Unbuilt lists the enabled gates Tailor does not implement, sorted.
 func (g FeatureGates) Unbuilt() []string {
 	var out []string
-	for _, name := range sortedKeys(g) {
+	for _, name := range slices.Sorted(maps.Keys(g)) {
 		if g[name] && !builtGates[name] {
 			out = append(out, name)
 		}
 	}
 	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // MinValuesPolicy is Karpenter's minValuesPolicy; a flag.Value.

@@ -1,10 +1,8 @@
 package provisioning
 
 import (
-	"cmp"
 	"context"
 	"slices"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -111,9 +109,7 @@ func (p *Provisioner) sweep(unbound map[types.UID]*corev1.Pod, batch []Submissio
 		out = append(out, Submission{Pod: pod, Profile: pod.Spec.SchedulerName, NodePools: sel, Early: true})
 	}
 	clear(p.unswept)
-	slices.SortFunc(out, func(a, b Submission) int {
-		return cmp.Or(strings.Compare(a.Pod.Namespace, b.Pod.Namespace), strings.Compare(a.Pod.Name, b.Pod.Name))
-	})
+	slices.SortFunc(out, byPod)
 	return out
 }
 

@@ -5,6 +5,7 @@
 package provisioning
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -240,13 +241,13 @@ func (p *Provisioner) takePending() []Submission {
 	}
 	p.pending = map[types.UID]Submission{}
 	metrics.PodsQueued.Set(0)
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Pod.Namespace != out[j].Pod.Namespace {
-			return out[i].Pod.Namespace < out[j].Pod.Namespace
-		}
-		return out[i].Pod.Name < out[j].Pod.Name
-	})
+	slices.SortFunc(out, byPod)
 	return out
+}
+
+// byPod orders submissions by their pods' namespace and name.
+func byPod(a, b Submission) int {
+	return cmp.Or(strings.Compare(a.Pod.Namespace, b.Pod.Namespace), strings.Compare(a.Pod.Name, b.Pod.Name))
 }
 
 // Provision plans the pending pods and creates what the plan needs. Pods that cannot be

@@ -41,6 +41,9 @@ const (
 	ReasonDisruptionAborted = "DisruptionAborted"
 )
 
+// ReasonInterrupted is the reason of capacity launched ahead of an interruption's drain.
+const ReasonInterrupted karpv1.DisruptionReason = "Interrupted"
+
 var (
 	decisionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "tailor", Subsystem: "disruption", Name: "decisions_total",
@@ -81,7 +84,7 @@ type ClusterReader interface {
 
 // Launcher creates replacement NodeClaims.
 type Launcher interface {
-	Launch(ctx context.Context, planned packing.NewNodeClaim) (*karpv1.NodeClaim, error)
+	Launch(ctx context.Context, planned packing.NewNodeClaim, reason karpv1.DisruptionReason) (*karpv1.NodeClaim, error)
 }
 
 // Planned says which pods wait for a NodeClaim: its node must stay.
@@ -203,7 +206,9 @@ func (c *Controller) pass(ctx context.Context) (string, error) {
 	}
 	start := time.Now()
 	d, ok := Decide(cluster, budget, c.opts.Options)
-	decideSeconds.Observe(time.Since(start).Seconds())
+	took := time.Since(start)
+	decideSeconds.Observe(took.Seconds())
+	recordPass(cluster, budget, d, ok, took)
 	if ok && !c.unchanged(ctx, d.Originals) {
 		log.FromContext(ctx).V(1).Info("pods moved while deciding; deciding again", "reason", d.Reason, "nodes", nodeNames(d.Originals))
 		return PassBusy, nil
@@ -472,14 +477,14 @@ func (c *Controller) Prelaunch(ctx context.Context, nodeClaim string) error {
 	}
 	plan, _ := simulate(clusterOf(in), []Candidate{*gone}, nil)
 	for _, r := range plan.NewNodeClaims {
-		nc, err := c.launcher.Launch(ctx, r)
+		nc, err := c.launcher.Launch(ctx, r, ReasonInterrupted)
 		if err != nil {
 			return err
 		}
 		log.FromContext(ctx).Info("launched capacity ahead of an interruption", "nodeClaim", nodeClaim, "replacement", nc.Name,
 			"instanceType", r.Cheapest.InstanceType, "pods", len(r.Pods))
 	}
-	decisionsTotal.WithLabelValues("Interrupted", "prelaunch").Inc()
+	decisionsTotal.WithLabelValues(string(ReasonInterrupted), "prelaunch").Inc()
 	return nil
 }
 
@@ -496,14 +501,14 @@ func (c *Controller) execute(ctx context.Context, d Decision) error {
 			return err
 		}
 	}
-	decisionsTotal.WithLabelValues(string(d.Reason), action).Inc()
+	recordDecision(d, action)
 	logger.Info("disrupting", "reason", d.Reason, "action", action, "nodes", nodeNames(d.Originals), "replacements", len(d.Replacements), "savingsPerHour", d.Savings)
 	if len(d.Replacements) == 0 {
 		return c.deleteOriginals(ctx, d, nil)
 	}
 	cmd := &command{decision: d, started: c.clock.Now()}
 	for _, r := range d.Replacements {
-		nc, err := c.launcher.Launch(ctx, r)
+		nc, err := c.launcher.Launch(ctx, r, d.Reason)
 		if err != nil {
 			c.pending = cmd
 			return c.abort(ctx, fmt.Sprintf("launching a replacement failed: %v", err))
@@ -624,9 +629,22 @@ func (c *Controller) deleteOriginals(ctx context.Context, d Decision, replacemen
 			return fmt.Errorf("deleting NodeClaim %s: %w", nc.Name, err)
 		}
 		c.deleting[nc.Name] = true
-		metrics.NodeClaimsDisrupted.WithLabelValues(o.NodePool, string(d.Reason)).Inc()
+		metrics.NodeClaimDisrupted(nc, string(d.Reason), c.consolidationPolicy(ctx, d.Reason, o.NodePool))
 	}
 	return nil
+}
+
+// consolidationPolicy is the consolidation policy of the NodePool for the metrics of a
+// consolidation, and empty for other reasons.
+func (c *Controller) consolidationPolicy(ctx context.Context, reason karpv1.DisruptionReason, nodePool string) karpv1.ConsolidationPolicy {
+	if reason == karpv1.DisruptionReasonDrifted {
+		return ""
+	}
+	np := &karpv1.NodePool{}
+	if err := c.kube.Get(ctx, client.ObjectKey{Name: nodePool}, np); err != nil {
+		return ""
+	}
+	return np.Spec.Disruption.ConsolidationPolicy
 }
 
 func (c *Controller) event(ctx context.Context, nodeClaim, kind, reason, msg string) {

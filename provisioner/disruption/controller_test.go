@@ -184,7 +184,7 @@ func (f *fixture) ClusterInput(ctx context.Context) (packing.Input, error) {
 }
 
 // Launch creates the replacement's NodeClaim.
-func (f *fixture) Launch(ctx context.Context, planned packing.NewNodeClaim) (*karpv1.NodeClaim, error) {
+func (f *fixture) Launch(ctx context.Context, planned packing.NewNodeClaim, _ karpv1.DisruptionReason) (*karpv1.NodeClaim, error) {
 	f.launched++
 	nc := &karpv1.NodeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-replacement-%d", f.prefix, f.launched), Labels: map[string]string{"replaces": f.prefix}},

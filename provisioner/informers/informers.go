@@ -42,7 +42,7 @@ var UnfinishedPods = fields.AndSelectors(
 var podAnnotations = []string{karpv1.DoNotDisruptAnnotationKey, corev1.MirrorPodAnnotationKey}
 
 // Pod cuts a pod down to what Tailor reads: its metadata without managed fields and with
-// only the annotations it reads, the phase, and of the spec what the planner simulates the
+// only the annotations it reads, the phase and readiness, and of the spec what the planner simulates the
 // scheduler's filters with (requests, host ports, node selector and affinity, tolerations,
 // topology spread, claimed volumes), what the drain reads (priority class, termination
 // grace period) and what early intake reads (scheduler name, scheduling gates, priority
@@ -74,8 +74,18 @@ func Pod(obj any) (any, error) {
 		TopologySpreadConstraints:     s.TopologySpreadConstraints,
 		Resources:                     requestsOnly(s.Resources),
 	}
-	pod.Status = corev1.PodStatus{Phase: pod.Status.Phase}
+	pod.Status = corev1.PodStatus{Phase: pod.Status.Phase, Conditions: readyOnly(pod.Status.Conditions)}
 	return pod, nil
+}
+
+// readyOnly keeps of a pod's conditions its Ready condition, which the pod metrics read.
+func readyOnly(in []corev1.PodCondition) []corev1.PodCondition {
+	for _, c := range in {
+		if c.Type == corev1.PodReady {
+			return []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
+		}
+	}
+	return nil
 }
 
 // containers keeps of each container what the scheduler counts: its requests, its host

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,6 +25,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	tailormetrics "github.com/tailor-autoscaler/tailor/provisioner/metrics"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/termination"
 )
@@ -148,48 +150,76 @@ func (c *Controller) Start(ctx context.Context) error {
 func (c *Controller) HandleBatch(ctx context.Context, msgs []Received) {
 	logger := log.FromContext(ctx)
 	var done []Received
+	var kinds []Kind
 	for _, m := range msgs {
-		if err := c.handle(ctx, m); err != nil {
+		kind, err := c.handle(ctx, m)
+		if err != nil {
 			logger.Error(err, "handling interruption message failed; it will be received again")
 			continue
 		}
 		done = append(done, m)
+		kinds = append(kinds, kind)
 	}
 	if len(done) == 0 {
 		return
 	}
 	if err := c.queue.Delete(ctx, done); err != nil {
 		logger.Error(err, "deleting handled interruption messages failed; they will be handled again")
+		return
+	}
+	for _, k := range kinds {
+		tailormetrics.KarpenterInterruptionDeleted.WithLabelValues(messageType(k)).Inc()
 	}
 }
 
-// handle acts on one message. Unknown messages are logged and count as handled.
-func (c *Controller) handle(ctx context.Context, r Received) error {
+// handle acts on one message and returns its kind. Unknown messages are logged and count
+// as handled.
+func (c *Controller) handle(ctx context.Context, r Received) (Kind, error) {
 	logger := log.FromContext(ctx)
 	msg, err := Parse(r.Body)
 	if err != nil {
-		c.metrics.messages.WithLabelValues(string(KindUnknown)).Inc()
+		c.received(KindUnknown)
 		c.metrics.actions.WithLabelValues(ActionNone).Inc()
 		logger.Info("ignoring unknown interruption message", "error", err.Error(), "body", truncate(r.Body, 512))
-		c.observeLatency(r)
-		return nil
+		c.observeLatency(r, KindUnknown)
+		return KindUnknown, nil
 	}
-	c.metrics.messages.WithLabelValues(string(msg.Kind)).Inc()
+	c.received(msg.Kind)
 	logger = logger.WithValues("event", msg.ID, "kind", msg.Kind)
 	for _, id := range msg.InstanceIDs {
 		action, err := c.handleInstance(log.IntoContext(ctx, logger.WithValues("instance", id)), msg, id)
 		if err != nil {
-			return fmt.Errorf("handling %s of instance %s: %w", msg.Kind, id, err)
+			return msg.Kind, fmt.Errorf("handling %s of instance %s: %w", msg.Kind, id, err)
 		}
 		c.metrics.actions.WithLabelValues(action).Inc()
 	}
-	c.observeLatency(r)
-	return nil
+	c.observeLatency(r, msg.Kind)
+	return msg.Kind, nil
 }
 
-func (c *Controller) observeLatency(r Received) {
+// received counts a message received, under Tailor's and Karpenter's names.
+func (c *Controller) received(kind Kind) {
+	c.metrics.messages.WithLabelValues(string(kind)).Inc()
+	tailormetrics.KarpenterInterruptionReceived.WithLabelValues(messageType(kind), strconv.FormatBool(kind != KindUnknown)).Inc()
+}
+
+func (c *Controller) observeLatency(r Received, kind Kind) {
 	if !r.SentAt.IsZero() {
-		c.metrics.latency.Observe(max(c.clock.Since(r.SentAt), 0).Seconds())
+		queued := max(c.clock.Since(r.SentAt), 0).Seconds()
+		c.metrics.latency.Observe(queued)
+		tailormetrics.KarpenterInterruptionQueueDuration.WithLabelValues(messageType(kind)).Observe(queued)
+	}
+}
+
+// messageType is the message_type label of Karpenter's interruption metrics for a kind.
+func messageType(kind Kind) string {
+	switch kind {
+	case KindSpotInterruption:
+		return "spot_interrupted"
+	case KindUnknown:
+		return "no_op"
+	default:
+		return string(kind)
 	}
 }
 
@@ -278,6 +308,7 @@ func (c *Controller) handleInstance(ctx context.Context, msg Message, instanceID
 		if err := c.kube.Delete(ctx, nc); client.IgnoreNotFound(err) != nil {
 			return "", fmt.Errorf("deleting NodeClaim %s: %w", nc.Name, err)
 		}
+		tailormetrics.NodeClaimDisrupted(nc, messageType(msg.Kind), "")
 	}
 	logger.Info("deleting interrupted NodeClaim", "reason", d.reason, "deadline", msg.Deadline)
 	return ActionCordonAndDelete, nil

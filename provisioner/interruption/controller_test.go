@@ -35,6 +35,7 @@ import (
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
+	tailormetrics "github.com/tailor-autoscaler/tailor/provisioner/metrics"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
 	"github.com/tailor-autoscaler/tailor/test/localaws"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
@@ -421,6 +422,7 @@ func TestInterruptionMessagesDecideTheNodeClaimsFate(t *testing.T) {
 func TestUnknownMessagesAreDeletedAndTheReaderGoesOn(t *testing.T) {
 	f := newFixture(t)
 	f.start(t, Options{})
+	karpenterBefore := karpenterInterruptionCounts()
 	for _, body := range []string{"not json", `{"detail-type":"Something Else","source":"aws.ec2"}`, `{"Service":"Amazon S3","Event":"s3:TestEvent"}`} {
 		f.send(t, body)
 	}
@@ -450,5 +452,30 @@ tailor_interruption_messages_total{kind="unknown"} 3
 	}
 	if n := testutil.CollectAndCount(f.registry, "tailor_interruption_message_latency_seconds"); n != 1 {
 		t.Errorf("latency histogram series = %d, want 1", n)
+	}
+	got := karpenterInterruptionCounts()
+	for k := range got {
+		got[k] -= karpenterBefore[k]
+	}
+	want := map[string]float64{
+		"received spot_interrupted true": 2, "received no_op false": 3,
+		"deleted spot_interrupted": 2, "deleted no_op": 3,
+		"disrupted spot_interrupted": 1,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Karpenter's interruption metrics counted (-want +got):\n%s", diff)
+	}
+}
+
+// karpenterInterruptionCounts reads the Karpenter-named interruption counters this test
+// moves; they live on the process-wide registry, so tests compare differences.
+func karpenterInterruptionCounts() map[string]float64 {
+	return map[string]float64{
+		"received spot_interrupted true": testutil.ToFloat64(tailormetrics.KarpenterInterruptionReceived.WithLabelValues("spot_interrupted", "true")),
+		"received no_op false":           testutil.ToFloat64(tailormetrics.KarpenterInterruptionReceived.WithLabelValues("no_op", "false")),
+		"deleted spot_interrupted":       testutil.ToFloat64(tailormetrics.KarpenterInterruptionDeleted.WithLabelValues("spot_interrupted")),
+		"deleted no_op":                  testutil.ToFloat64(tailormetrics.KarpenterInterruptionDeleted.WithLabelValues("no_op")),
+		"disrupted spot_interrupted": testutil.ToFloat64(tailormetrics.KarpenterNodeClaimsDisrupted.WithLabelValues(
+			"spot_interrupted", "", "", "", tailormetrics.TerminationModeGraceful)),
 	}
 }

@@ -16,6 +16,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
@@ -25,15 +26,18 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
 	"github.com/tailor-autoscaler/tailor/provisioner/batcher"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/measured"
 	"github.com/tailor-autoscaler/tailor/provisioner/disruption"
 	"github.com/tailor-autoscaler/tailor/provisioner/handoff"
 	"github.com/tailor-autoscaler/tailor/provisioner/informers"
@@ -231,7 +235,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
-	prov := provisioning.New(mgr.GetClient(), provider, tracker, batches, recorder, provisioning.Options{Clock: clk, ReplanWindow: opts.ReplanWindow, EarlyIntake: opts.EarlyIntake, MinValuesPolicy: packing.MinValuesPolicy(opts.MinValuesPolicy)})
+	prov := provisioning.New(mgr.GetClient(), measured.New(provider, metrics.ControllerProvisioner), tracker, batches, recorder, provisioning.Options{Clock: clk, ReplanWindow: opts.ReplanWindow, EarlyIntake: opts.EarlyIntake, MinValuesPolicy: packing.MinValuesPolicy(opts.MinValuesPolicy)})
 	disruptionOpts := disruption.ControllerOptions{
 		Options: disruption.DefaultOptions, Interval: opts.DisruptionInterval, MinNodeAge: opts.BatchMax, ReplacementTimeout: 10 * time.Minute,
 		MovedPodsHold: opts.MovedPodsHold,
@@ -247,7 +251,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}
 	nominations := nomination.NewController(mgr.GetClient(), tracker, recorder)
 
-	gc, err := garbagecollection.NewController(mgr.GetClient(), provider, recorder, clk, opts.GarbageCollection)
+	gc, err := garbagecollection.NewController(mgr.GetClient(), measured.New(provider, "nodeclaim.garbagecollection"), recorder, clk, opts.GarbageCollection)
 	if err != nil {
 		return err
 	}
@@ -258,8 +262,8 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	for _, c := range []interface{ Register(ctrl.Manager) error }{
 		gc,
 		interruptions,
-		lifecycle.NewController(mgr.GetClient(), provider, recorder, clk),
-		termination.NewController(mgr.GetClient(), provider, drain.New(mgr.GetClient(), cs), recorder, clk),
+		lifecycle.NewController(mgr.GetClient(), measured.New(provider, "nodeclaim.lifecycle"), recorder, clk),
+		termination.NewController(mgr.GetClient(), measured.New(provider, "nodeclaim.termination"), drain.New(mgr.GetClient(), cs), recorder, clk),
 		nodetermination.NewController(mgr.GetClient(), recorder),
 		expiration.NewController(mgr.GetClient(), recorder, clk),
 		drift.NewController(mgr.GetClient()),
@@ -272,6 +276,9 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		}
 	}
 	if err := forgetBoundPods(ctx, mgr, prov, clk); err != nil {
+		return err
+	}
+	if err := clusterMetrics(ctx, mgr, clk); err != nil {
 		return err
 	}
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
@@ -300,9 +307,6 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return handoff.Serve(ctx, opts.SocketPath, handoff.NewServer(prov, tracker))
 	})); err != nil {
 		return fmt.Errorf("adding gRPC server: %w", err)
-	}
-	if err := crmetrics.Registry.Register(metrics.NewNodePoolCollector(mgr.GetClient())); err != nil {
-		return fmt.Errorf("registering NodePool metrics: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding health check: %w", err)
@@ -388,6 +392,48 @@ func forgetBoundPods(ctx context.Context, mgr ctrl.Manager, prov *provisioning.P
 	})
 	if err != nil {
 		return fmt.Errorf("watching pods: %w", err)
+	}
+	return nil
+}
+
+// clusterMetrics serves the NodePool and cluster-state metrics from the caches, and times
+// pods' binding and startup from the pod informer.
+func clusterMetrics(ctx context.Context, mgr ctrl.Manager, clk clock.PassiveClock) error {
+	var informers []toolscache.SharedIndexInformer
+	for _, obj := range []client.Object{&corev1.Pod{}, &corev1.Node{}, &karpv1.NodeClaim{}} {
+		informer, err := mgr.GetCache().GetInformer(ctx, obj)
+		if err != nil {
+			return fmt.Errorf("getting the informer of %T: %w", obj, err)
+		}
+		shared, ok := informer.(toolscache.SharedIndexInformer)
+		if !ok {
+			return fmt.Errorf("the informer of %T is a %T, not a shared index informer", obj, informer)
+		}
+		informers = append(informers, shared)
+	}
+	synced := func() bool {
+		for _, i := range informers {
+			if !i.HasSynced() {
+				return false
+			}
+		}
+		return true
+	}
+	leading := func() bool {
+		select {
+		case <-mgr.Elected():
+			return true
+		default:
+			return false
+		}
+	}
+	if _, err := informers[0].AddEventHandler(metrics.NewPodTimings(clk, leading).Handler()); err != nil {
+		return fmt.Errorf("timing pods: %w", err)
+	}
+	for _, c := range []prometheus.Collector{metrics.NewNodePoolCollector(mgr.GetClient()), metrics.NewClusterCollector(mgr.GetClient(), synced, clk)} {
+		if err := crmetrics.Registry.Register(c); err != nil {
+			return fmt.Errorf("registering cluster metrics: %w", err)
+		}
 	}
 	return nil
 }

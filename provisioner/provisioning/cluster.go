@@ -67,12 +67,12 @@ func takesPods(n *packing.Node) bool {
 	return true
 }
 
-// Launch creates a NodeClaim for capacity that replaces nodes being taken away. Its pods
-// are not recorded as planned: the pods of the nodes replaced are new pods by the time they
-// need a node, and find it through the scheduler.
-func (p *Provisioner) Launch(ctx context.Context, planned packing.NewNodeClaim) (*karpv1.NodeClaim, error) {
+// Launch creates a NodeClaim for capacity that replaces nodes being taken away for reason.
+// Its pods are not recorded as planned: the pods of the nodes replaced are new pods by the
+// time they need a node, and find it through the scheduler.
+func (p *Provisioner) Launch(ctx context.Context, planned packing.NewNodeClaim, reason karpv1.DisruptionReason) (*karpv1.NodeClaim, error) {
 	planned.Pods = nil
-	nc, err := p.createNodeClaim(ctx, &planned, map[string]string{ReplacementAnnotationKey: "true"})
+	nc, err := p.createNodeClaim(ctx, &planned, map[string]string{ReplacementAnnotationKey: "true"}, string(reason))
 	if err != nil {
 		return nil, fmt.Errorf("launching a replacement: %w", err)
 	}

@@ -185,7 +185,7 @@ func (p *Provisioner) Submit(subs []Submission) int {
 		p.pending[s.Pod.UID] = s
 		n++
 	}
-	metrics.PodsQueued.Set(float64(len(p.pending)))
+	metrics.SetPodsQueued(len(p.pending))
 	p.mu.Unlock()
 	if n > 0 {
 		p.batch.Trigger()
@@ -198,7 +198,7 @@ func (p *Provisioner) Forget(uid types.UID) {
 	p.mu.Lock()
 	delete(p.pending, uid)
 	delete(p.expected, uid)
-	metrics.PodsQueued.Set(float64(len(p.pending)))
+	metrics.SetPodsQueued(len(p.pending))
 	p.mu.Unlock()
 	p.tracker.Forget(uid)
 }
@@ -240,7 +240,7 @@ func (p *Provisioner) takePending() []Submission {
 		out = append(out, s)
 	}
 	p.pending = map[types.UID]Submission{}
-	metrics.PodsQueued.Set(0)
+	metrics.SetPodsQueued(0)
 	slices.SortFunc(out, byPod)
 	return out
 }
@@ -342,7 +342,7 @@ func (p *Provisioner) provisionGroup(ctx context.Context, subs []Submission, unb
 	if replanned {
 		plan = joint
 	}
-	metrics.PlanSeconds.Observe(time.Since(start).Seconds())
+	metrics.ObservePlan(metrics.ControllerProvisioner, time.Since(start))
 	recordPlan(plan)
 	err = concurrently(ctx, len(plan.Existing), func(ctx context.Context, i int) error {
 		if err := p.addToInFlight(ctx, plan.Existing[i]); err != nil {
@@ -357,7 +357,7 @@ func (p *Provisioner) provisionGroup(ctx context.Context, subs []Submission, unb
 	now := p.clock.Now()
 	err = concurrently(ctx, len(plan.NewNodeClaims), func(ctx context.Context, i int) error {
 		planned := &plan.NewNodeClaims[i]
-		nc, err := p.createNodeClaim(ctx, planned, plannedSinceAnnotations(planned.Pods, takenBack, now))
+		nc, err := p.createNodeClaim(ctx, planned, plannedSinceAnnotations(planned.Pods, takenBack, now), metrics.ReasonProvisioned)
 		if err != nil {
 			return err
 		}
@@ -435,8 +435,9 @@ func sortedKeys[V any](m map[string]V) []string {
 func klogRef(pod *corev1.Pod) string { return pod.Namespace + "/" + pod.Name }
 
 // createNodeClaim makes the NodeClaim of a plan, with the annotations given, recording its
-// pods on it, then tracks them.
-func (p *Provisioner) createNodeClaim(ctx context.Context, planned *packing.NewNodeClaim, annotations map[string]string) (*karpv1.NodeClaim, error) {
+// pods on it, then tracks them. reason says why it is made, for metrics: provisioned, or
+// the disruption reason of the nodes it replaces.
+func (p *Provisioner) createNodeClaim(ctx context.Context, planned *packing.NewNodeClaim, annotations map[string]string, reason string) (*karpv1.NodeClaim, error) {
 	np := planned.NodePool
 	tmpl := np.Spec.Template
 	pods := podRefs(planned.Pods)
@@ -493,7 +494,7 @@ func (p *Provisioner) createNodeClaim(ctx context.Context, planned *packing.NewN
 		return nil, fmt.Errorf("creating NodeClaim for NodePool %s: %w", np.Name, err)
 	}
 	p.tracker.Plan(nc.Name, "", pods)
-	metrics.NodeClaimsCreated.WithLabelValues(np.Name).Inc()
+	metrics.NodeClaimCreated(nc, reason)
 	return nc, nil
 }
 

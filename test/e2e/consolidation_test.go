@@ -15,6 +15,7 @@ import (
 // TestScaledDownCapacityIsConsolidated provisions twelve 1-CPU pods, scales them down to
 // two and waits for consolidation to take the spare capacity away: the remaining pods keep
 // running, on fewer and cheaper nodes, and the instances of the removed nodes are gone.
+// The sidecar then serves Karpenter's metrics of all that, under Karpenter's names.
 func TestScaledDownCapacityIsConsolidated(t *testing.T) {
 	e := startStack(t)
 	e.apply(t, "consolidation.yaml")
@@ -49,6 +50,7 @@ func TestScaledDownCapacityIsConsolidated(t *testing.T) {
 		t.Errorf("%d live instances for %d NodeClaims: %v", instances, claims, err)
 	}
 	t.Logf("2 pods on %d NodeClaims with %d CPUs", claims, after)
+	e.checkKarpenterMetrics(t)
 }
 
 // waitPods waits until n pods with the label selector run.

@@ -70,7 +70,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("deleting expired NodeClaim %s: %w", nc.Name, err))
 	}
 	nodePool := nc.Labels[karpv1.NodePoolLabelKey]
-	metrics.NodeClaimsDisrupted.WithLabelValues(nodePool, metricReason).Inc()
+	metrics.NodeClaimDisrupted(nc, metricReason, "")
 	c.recorder.Eventf(nc, corev1.EventTypeNormal, ReasonExpired, "expired after %s; replacing", short(*expireAfter))
 	log.FromContext(ctx).Info("deleted expired NodeClaim", "nodeClaim", nc.Name, "nodePool", nodePool,
 		"expireAfter", short(*expireAfter), "age", c.clock.Since(nc.CreationTimestamp.Time).Round(time.Second).String())

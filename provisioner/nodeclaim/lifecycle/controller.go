@@ -199,7 +199,11 @@ func (c *Controller) launch(ctx context.Context, nc *karpv1.NodeClaim) (reconcil
 		}
 		logger.Info("no capacity for NodeClaim, deleting it so its pods are planned again", "error", err.Error())
 		c.failures.Forget(nc.Name)
-		return reconcile.Result{}, client.IgnoreNotFound(c.kube.Delete(ctx, nc))
+		if err := c.kube.Delete(ctx, nc); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+		metrics.KarpenterNodeClaimDisrupted(nc, metrics.ReasonInsufficientCapacity, "")
+		return reconcile.Result{}, nil
 	case cloudprovider.IsNodeClassNotReadyError(err):
 		return c.launchFailed(ctx, nc, ReasonNodeClassNotReady, err)
 	case err != nil:
@@ -312,6 +316,7 @@ func (c *Controller) register(ctx context.Context, nc *karpv1.NodeClaim) (reconc
 		return reconcile.Result{}, fmt.Errorf("recording registration: %w", err)
 	}
 	metrics.NodeClaimsRegistered.WithLabelValues(nc.Labels[karpv1.NodePoolLabelKey]).Inc()
+	metrics.KarpenterNodesCreated.WithLabelValues(nc.Labels[karpv1.NodePoolLabelKey], nc.Labels[corev1.LabelTopologyZone]).Inc()
 	c.recorder.Eventf(nc, corev1.EventTypeNormal, ReasonRegistered, "node %s joined", node.Name)
 	log.FromContext(ctx).Info("registered NodeClaim", "node", node.Name)
 	return reconcile.Result{}, nil

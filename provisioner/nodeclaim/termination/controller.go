@@ -26,6 +26,7 @@ import (
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/backoff"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+	"github.com/tailor-autoscaler/tailor/provisioner/metrics"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/drain"
 )
@@ -131,15 +132,27 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if err := c.kube.Delete(ctx, node); client.IgnoreNotFound(err) != nil {
 			return reconcile.Result{}, fmt.Errorf("deleting node %s: %w", node.Name, err)
 		}
+		c.nodeTerminated(nc)
 	}
 	patch := client.MergeFrom(nc.DeepCopy())
 	controllerutil.RemoveFinalizer(nc, karpv1.TerminationFinalizer)
 	if err := c.kube.Patch(ctx, nc, patch); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("releasing NodeClaim: %w", err))
 	}
+	metrics.KarpenterNodeClaimsTerminated.WithLabelValues(nc.Labels[karpv1.NodePoolLabelKey], nc.Labels[karpv1.CapacityTypeLabelKey],
+		nc.Labels[corev1.LabelTopologyZone]).Inc()
 	c.recorder.Eventf(nc, corev1.EventTypeNormal, ReasonTerminated, "instance %s terminated", nc.Status.ProviderID)
 	logger.Info("terminated NodeClaim", "providerID", nc.Status.ProviderID, "lifetime", c.clock.Since(nc.CreationTimestamp.Time).Round(time.Second).String())
 	return reconcile.Result{}, nil
+}
+
+// nodeTerminated counts the node of a NodeClaim drained and gone, with the time from the
+// NodeClaim's deletion, under Karpenter's names.
+func (c *Controller) nodeTerminated(nc *karpv1.NodeClaim) {
+	pool := nc.Labels[karpv1.NodePoolLabelKey]
+	metrics.KarpenterNodesDrained.WithLabelValues(pool).Inc()
+	metrics.KarpenterNodesTerminated.WithLabelValues(pool, nc.Labels[corev1.LabelTopologyZone]).Inc()
+	metrics.KarpenterNodesTerminationDuration.WithLabelValues(pool).Observe(c.clock.Since(nc.DeletionTimestamp.Time).Seconds())
 }
 
 // drain makes one pass at emptying the node and reports whether to wait for it: pods left

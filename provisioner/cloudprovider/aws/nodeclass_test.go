@@ -3,6 +3,7 @@ package aws
 import (
 	"context"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -170,6 +171,37 @@ func TestAMINameWithoutOwnerMatchesOnlyOwnAndAmazonImages(t *testing.T) {
 			}
 			if diff := cmp.Diff([]string{tt.want}, got); diff != "" {
 				t.Errorf("AMIs (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// Karpenter ignores the kubelet settings Bottlerocket has no setting for; Tailor refuses the
+// EC2NodeClass, naming the field and the fix.
+func TestBottlerocketRefusesKubeletSettingsItCannotCarry(t *testing.T) {
+	h := newHarness(t)
+	tests := []struct {
+		name    string
+		kubelet awsv1.KubeletConfiguration
+		wantErr string
+	}{
+		{name: "podsPerCore", kubelet: awsv1.KubeletConfiguration{PodsPerCore: ptr.To[int32](2)},
+			wantErr: "spec.kubelet.podsPerCore has no Bottlerocket setting: remove it, or set maxPods, or use AL2023"},
+		{name: "evictionSoft", kubelet: awsv1.KubeletConfiguration{EvictionSoft: map[string]string{"memory.available": "500Mi"}},
+			wantErr: "spec.kubelet.evictionSoft has no Bottlerocket setting: remove it, or use evictionHard, or use AL2023"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			class := &awsv1.EC2NodeClass{Spec: awsv1.EC2NodeClassSpec{
+				Role:                       "NodeRole",
+				AMISelectorTerms:           []awsv1.AMISelectorTerm{{Alias: "bottlerocket@latest"}},
+				SubnetSelectorTerms:        []awsv1.SubnetSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": testCluster}}},
+				SecurityGroupSelectorTerms: []awsv1.SecurityGroupSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": testCluster}}},
+				Kubelet:                    &tt.kubelet,
+			}}
+			_, err := h.provider.ResolveNodeClass(context.Background(), class)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("ResolveNodeClass() error = %v, want it to say %q", err, tt.wantErr)
 			}
 		})
 	}

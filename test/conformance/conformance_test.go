@@ -99,12 +99,6 @@ func TestCorpusOnTheAPIServer(t *testing.T) {
 // kubelet maxPods of the corpus, tolerating every taint.
 const planPods = 24
 
-// planChecks are what a case asserts of its plan beyond what every case does; each returns
-// its findings.
-var planChecks = map[string]func(in packing.Input, plan packing.Plan) []string{
-	"docs-complete.yaml": evictionSoftNotHeldBack,
-}
-
 // TestCorpusPlans plans pods against each accepted NodePool and EC2NodeClass pair with the
 // simulate package, and checks that every NodeClaim keeps to its NodePool: its instance types
 // and offering meet the requirements, each key with minValues has that many values among its
@@ -114,6 +108,11 @@ func TestCorpusPlans(t *testing.T) {
 	cat, err := catalog.Embedded()
 	if err != nil {
 		t.Fatal(err)
+	}
+	// What a case asserts of its plan beyond what every case does; each returns findings.
+	planChecks := map[string]func(in packing.Input, plan packing.Plan) []string{
+		"docs-complete.yaml": evictionSoftNotHeldBack,
+		"custom-family.yaml": customFamilyPodDensity,
 	}
 	for _, c := range Cases() {
 		objs := decode(t, c)
@@ -236,6 +235,20 @@ func evictionSoftNotHeldBack(in packing.Input, _ packing.Plan) []string {
 				resource.NewQuantity(capacity, resource.BinarySI), resource.NewQuantity(got, resource.BinarySI), resource.NewQuantity(want, resource.BinarySI))}
 		}
 		return nil
+	}
+	return []string{"c5.large is not among the NodePool's instance types"}
+}
+
+// customFamilyPodDensity: as in Karpenter, amiFamily Custom keeps the ENI limit (29 pods on a
+// c5.large) and podsPerCore applies, so a c5.large with podsPerCore 4 runs 8 pods.
+func customFamilyPodDensity(in packing.Input, _ packing.Plan) []string {
+	for _, it := range in.NodePools[0].InstanceTypes {
+		if it.Name == "c5.large" {
+			if got := it.Capacity.Pods().Value(); got != 8 {
+				return []string{fmt.Sprintf("c5.large of amiFamily Custom runs %d pods, want 8 (podsPerCore 4 × 2 vCPUs)", got)}
+			}
+			return nil
+		}
 	}
 	return []string{"c5.large is not among the NodePool's instance types"}
 }

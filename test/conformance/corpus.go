@@ -34,6 +34,7 @@ func Cases() []Case {
 		{File: "docs-complete.yaml", Differs: "Karpenter holds back max(evictionHard, evictionSoft) memory.available " +
 			"from the allocatable it plans with; Tailor holds back evictionHard only, as the kubelet does (evictionSoft is enforced on the node only)"},
 		{File: "operators.yaml"},
+		{File: "custom-family.yaml"},
 		{File: "custom-ami.yaml"},
 		{File: "bottlerocket.yaml"},
 		{File: "instance-profile.yaml", NotLaunched: "the local IAM endpoint has no instance profile made beforehand"},

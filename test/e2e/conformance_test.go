@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	corev1 "k8s.io/api/core/v1"
@@ -172,11 +171,7 @@ func (e *env) removeStartupTaints(t *testing.T, pools []*karpv1.NodePool) {
 // first subnet, the nodes' security group, and the newest EKS AL2023 arm64 image.
 func (e *env) corpusVars(t *testing.T) conformance.Vars {
 	t.Helper()
-	client := ec2.New(ec2.Options{
-		Region:       "us-east-1",
-		BaseEndpoint: aws.String(e.stack.AWSEndpoint),
-		Credentials:  credentials.NewStaticCredentialsProvider("AKIDLOCAL", "local-secret", ""),
-	})
+	client := e.ec2Client()
 	cluster := e.stack.ClusterName()
 	discovery := []ec2types.Filter{{Name: aws.String("tag:karpenter.sh/discovery"), Values: []string{cluster}}}
 	subnets, err := client.DescribeSubnets(e.ctx, &ec2.DescribeSubnetsInput{Filters: discovery})

@@ -99,14 +99,19 @@ func (e *env) leaseHolder(t *testing.T, not string) string {
 	return holder
 }
 
-// liveInstances lists the IDs of pending and running instances on the local EC2 endpoint.
-func (e *env) liveInstances(t *testing.T) []string {
-	t.Helper()
-	client := ec2.New(ec2.Options{
+// ec2Client is an EC2 client of the stack's local AWS endpoint.
+func (e *env) ec2Client() *ec2.Client {
+	return ec2.New(ec2.Options{
 		Region:       "us-east-1",
 		BaseEndpoint: aws.String(e.stack.AWSEndpoint),
 		Credentials:  credentials.NewStaticCredentialsProvider("AKIDLOCAL", "local-secret", ""),
 	})
+}
+
+// liveInstances lists the IDs of pending and running instances on the local EC2 endpoint.
+func (e *env) liveInstances(t *testing.T) []string {
+	t.Helper()
+	client := e.ec2Client()
 	var ids []string
 	pages := ec2.NewDescribeInstancesPaginator(client, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
 		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running"}},

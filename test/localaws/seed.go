@@ -318,8 +318,23 @@ func (s *Server) seedImages() {
 		tags:        []tag{{discoveryTagKey, s.clusterName}},
 	}
 	custom.id = "ami-" + hexDigits(17, s.clusterName, custom.name)
-	s.images = append(s.images, custom)
+	// An image another account shares under a name like the EKS images' and newer than
+	// them: a name-only selector term must not pick it (owner defaults to self and amazon).
+	lookalike := &image{
+		name:        "amazon-eks-node-al2023-x86_64-standard-" + kubernetesVersion + "-v20261201-community",
+		description: "Community rebuild of the EKS-optimized AL2023 image",
+		arch:        archX8664,
+		ownerID:     communityAccountID,
+		created:     day(2026, time.December, 1),
+		rootDevice:  "/dev/xvda",
+		volumes:     []imageVolume{{"/dev/xvda", 20}},
+	}
+	lookalike.id = "ami-" + hexDigits(17, lookalike.name)
+	s.images = append(s.images, custom, lookalike)
 }
+
+// communityAccountID owns the images other accounts share.
+const communityAccountID = "210987654321"
 
 // addrToUint and uintToAddr convert IPv4 addresses to and from numbers for subnet arithmetic.
 func addrToUint(a netip.Addr) uint32 {

@@ -98,7 +98,7 @@ func newInstanceType(e *catalogEntry, class *awsv1.EC2NodeClass, zones map[strin
 	if n := neuronDevices(info); n > 0 {
 		it.Capacity[ResourceAWSNeuron] = *resource.NewQuantity(n, resource.DecimalSI)
 	}
-	it.Overhead = overhead(vcpus, pods, it.Capacity[corev1.ResourceEphemeralStorage], class.Spec.Kubelet)
+	it.Overhead = overhead(vcpus, pods, it.Capacity[corev1.ResourceMemory], it.Capacity[corev1.ResourceEphemeralStorage], class.Spec.Kubelet)
 
 	for _, usage := range info.SupportedUsageClasses {
 		capacityType := karpv1.CapacityTypeOnDemand
@@ -143,8 +143,9 @@ func ephemeralStorage(class *awsv1.EC2NodeClass, info ec2types.InstanceTypeInfo)
 }
 
 // overhead is what the kubelet keeps from pods: kube-reserved (EKS defaults unless the node
-// class sets it), system-reserved and hard eviction thresholds.
-func overhead(vcpus, pods int64, storage resource.Quantity, kubelet *awsv1.KubeletConfiguration) corev1.ResourceList {
+// class sets it), system-reserved and hard eviction thresholds, a percentage taken of the
+// node's memory or storage as the kubelet takes it.
+func overhead(vcpus, pods int64, memory, storage resource.Quantity, kubelet *awsv1.KubeletConfiguration) corev1.ResourceList {
 	kubeReserved := corev1.ResourceList{
 		corev1.ResourceCPU:              kubeReservedCPU(vcpus),
 		corev1.ResourceMemory:           kubeReservedMemory(pods),
@@ -158,7 +159,7 @@ func overhead(vcpus, pods int64, storage resource.Quantity, kubelet *awsv1.Kubel
 		systemReserved = corev1.ResourceList{}
 		overrideReserved(systemReserved, kubelet.SystemReserved)
 		if v, ok := kubelet.EvictionHard["memory.available"]; ok {
-			eviction[corev1.ResourceMemory] = thresholdQuantity(v, resource.Quantity{})
+			eviction[corev1.ResourceMemory] = thresholdQuantity(v, memory)
 		}
 		if v, ok := kubelet.EvictionHard["nodefs.available"]; ok {
 			eviction[corev1.ResourceEphemeralStorage] = thresholdQuantity(v, storage)

@@ -53,3 +53,34 @@ func TestEphemeralStorageOfInstanceStorePolicy(t *testing.T) {
 		})
 	}
 }
+
+func TestMemoryEvictionThresholdOfEvictionHard(t *testing.T) {
+	h := newHarness(t)
+	entries, err := describeInstanceTypes(context.Background(), h.provider.ec2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name         string
+		evictionHard map[string]string
+		// want is the memory the threshold holds back on an m5.large, whose capacity is
+		// 7577Mi (8Gi less the 7.5% VM overhead).
+		want string
+	}{
+		{name: "unset is the kubelet's 100Mi", want: "100Mi"},
+		{name: "a quantity is held back as it is", evictionHard: map[string]string{"memory.available": "500Mi"}, want: "500Mi"},
+		{name: "a percentage is of the node's memory, as the kubelet reads it", evictionHard: map[string]string{"memory.available": "5%"}, want: "397253017"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			class := &awsv1.EC2NodeClass{Spec: awsv1.EC2NodeClassSpec{Kubelet: &awsv1.KubeletConfiguration{EvictionHard: tt.evictionHard}}}
+			it := newInstanceType(entries["m5.large"], class, nil, &priceBook{}, h.provider.overheadSettings())
+			held := it.Overhead[corev1.ResourceMemory]
+			held.Sub(kubeReservedMemory(it.Capacity.Pods().Value()))
+			want := resource.MustParse(tt.want)
+			if diff := cmp.Diff(want.Value(), held.Value()); diff != "" {
+				t.Errorf("memory held back for eviction (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -342,8 +342,13 @@ func (p *Provider) resolveAMIs(ctx context.Context, terms []awsv1.AMISelectorTer
 			if term.Name != "" {
 				in.Filters = append(in.Filters, ec2types.Filter{Name: aws.String("name"), Values: []string{term.Name}})
 			}
-			if term.Owner != "" {
+			switch {
+			case term.Owner != "":
 				in.Owners = []string{term.Owner}
+			case term.Name != "":
+				// As in Karpenter: a name alone matches only the account's and Amazon's
+				// images, never a public image of another account that happens to match.
+				in.Owners = []string{"self", "amazon"}
 			}
 			inputs = append(inputs, in)
 		}

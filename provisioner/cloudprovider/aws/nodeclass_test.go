@@ -3,6 +3,7 @@ package aws
 import (
 	"context"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -134,6 +135,73 @@ func TestAMIAliasesResolveThroughSSM(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("AMI names by architecture (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestAMINameWithoutOwnerMatchesOnlyOwnAndAmazonImages(t *testing.T) {
+	h := newHarness(t)
+	// The local endpoint shares a newer look-alike of the EKS AL2023 image from another account.
+	const lookalikes = "amazon-eks-node-al2023-x86_64-standard-1.34-*"
+	tests := []struct {
+		name string
+		term awsv1.AMISelectorTerm
+		want string
+	}{
+		{name: "a name alone defaults the owner to self and amazon", term: awsv1.AMISelectorTerm{Name: lookalikes}, want: "amazon-eks-node-al2023-x86_64-standard-1.34-v20261101"},
+		{name: "an owner set is the owner searched", term: awsv1.AMISelectorTerm{Name: lookalikes, Owner: "210987654321"}, want: "amazon-eks-node-al2023-x86_64-standard-1.34-v20261201-community"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			class := &awsv1.EC2NodeClass{Spec: awsv1.EC2NodeClassSpec{
+				Role:                       "NodeRole",
+				AMIFamily:                  ptr.To("AL2023"),
+				AMISelectorTerms:           []awsv1.AMISelectorTerm{tt.term},
+				SubnetSelectorTerms:        []awsv1.SubnetSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": testCluster}}},
+				SecurityGroupSelectorTerms: []awsv1.SecurityGroupSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": testCluster}}},
+			}}
+			status, err := h.provider.ResolveNodeClass(context.Background(), class)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, ami := range status.AMIs {
+				got = append(got, ami.Name)
+			}
+			if diff := cmp.Diff([]string{tt.want}, got); diff != "" {
+				t.Errorf("AMIs (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// Karpenter ignores the kubelet settings Bottlerocket has no setting for; Tailor refuses the
+// EC2NodeClass, naming the field and the fix.
+func TestBottlerocketRefusesKubeletSettingsItCannotCarry(t *testing.T) {
+	h := newHarness(t)
+	tests := []struct {
+		name    string
+		kubelet awsv1.KubeletConfiguration
+		wantErr string
+	}{
+		{name: "podsPerCore", kubelet: awsv1.KubeletConfiguration{PodsPerCore: ptr.To[int32](2)},
+			wantErr: "spec.kubelet.podsPerCore has no Bottlerocket setting: remove it, or set maxPods, or use AL2023"},
+		{name: "evictionSoft", kubelet: awsv1.KubeletConfiguration{EvictionSoft: map[string]string{"memory.available": "500Mi"}},
+			wantErr: "spec.kubelet.evictionSoft has no Bottlerocket setting: remove it, or use evictionHard, or use AL2023"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			class := &awsv1.EC2NodeClass{Spec: awsv1.EC2NodeClassSpec{
+				Role:                       "NodeRole",
+				AMISelectorTerms:           []awsv1.AMISelectorTerm{{Alias: "bottlerocket@latest"}},
+				SubnetSelectorTerms:        []awsv1.SubnetSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": testCluster}}},
+				SecurityGroupSelectorTerms: []awsv1.SecurityGroupSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": testCluster}}},
+				Kubelet:                    &tt.kubelet,
+			}}
+			_, err := h.provider.ResolveNodeClass(context.Background(), class)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("ResolveNodeClass() error = %v, want it to say %q", err, tt.wantErr)
 			}
 		})
 	}

@@ -41,6 +41,13 @@ var (
 		Help:    "Time from a pod's creation to its binding, for pods Tailor planned capacity for.",
 		Buckets: []float64{1, 2, 5, 10, 20, 30, 45, 60, 90, 120, 180, 300, 600},
 	})
+	// PodFirstNodeClaimSeconds is how long pods waited for the first NodeClaim planned for
+	// them, once per pod.
+	PodFirstNodeClaimSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: namespace, Subsystem: "provisioner", Name: "pod_first_nodeclaim_seconds",
+		Help:    "Time from a pod's creation to the first NodeClaim planned for it, new or in flight, observed once per pod when that NodeClaim is written.",
+		Buckets: []float64{0.25, 0.5, 1, 1.5, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 45, 60, 90, 120, 180, 300, 600, 900, 1800},
+	})
 	// PlanSeconds is how long one plan takes, planning alone.
 	PlanSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: namespace, Subsystem: "provisioner", Name: "plan_duration_seconds",
@@ -96,7 +103,7 @@ var (
 
 func init() {
 	crmetrics.Registry.MustRegister(
-		PodsQueued, PodBoundSeconds, PlanSeconds, PlannedPods,
+		PodsQueued, PodBoundSeconds, PodFirstNodeClaimSeconds, PlanSeconds, PlannedPods,
 		NodeClaimsCreated, NodeClaimsReplanned, NodeClaimsLaunched, NodeClaimsRegistered, NodeClaimsInitialized, LaunchErrors, NodeClaimsDisrupted,
 		GRPC,
 	)

@@ -130,6 +130,9 @@ type Provisioner struct {
 	expected map[types.UID]expectation
 	// unswept are the profiles learnt since the last batch, whose pods it takes in.
 	unswept map[string]bool
+	// firstPlanned are the pods a NodeClaim was planned for, until they are bound or gone:
+	// the time to the first is observed once per pod.
+	firstPlanned map[types.UID]bool
 }
 
 // Options configure a Provisioner.
@@ -157,7 +160,8 @@ const DefaultReplanWindow = 30 * time.Second
 func New(kube client.Client, instanceTypes InstanceTypeSource, tracker *nomination.Tracker, batch Trigger, recorder record.EventRecorder, opts Options) *Provisioner {
 	return &Provisioner{kube: kube, instanceTypes: instanceTypes, tracker: tracker, batch: batch, recorder: recorder, clock: opts.Clock,
 		replanWindow: opts.ReplanWindow, minValuesPolicy: opts.MinValuesPolicy, pending: map[types.UID]Submission{}, replanned: map[string][]types.UID{}, rejecting: map[string]bool{},
-		earlyIntake: opts.EarlyIntake, profiles: map[string]NodePoolSelector{}, expected: map[types.UID]expectation{}, unswept: map[string]bool{}}
+		earlyIntake: opts.EarlyIntake, profiles: map[string]NodePoolSelector{}, expected: map[types.UID]expectation{}, unswept: map[string]bool{},
+		firstPlanned: map[types.UID]bool{}}
 }
 
 // Submit queues pods for the next batch and returns how many were queued. Pods already
@@ -198,6 +202,7 @@ func (p *Provisioner) Forget(uid types.UID) {
 	p.mu.Lock()
 	delete(p.pending, uid)
 	delete(p.expected, uid)
+	delete(p.firstPlanned, uid)
 	metrics.SetPodsQueued(len(p.pending))
 	p.mu.Unlock()
 	p.tracker.Forget(uid)
@@ -210,6 +215,21 @@ func (p *Provisioner) Bound(pod *corev1.Pod, at time.Time) {
 		metrics.PodBoundSeconds.Observe(at.Sub(pod.CreationTimestamp.Time).Seconds())
 	}
 	p.Forget(pod.UID)
+}
+
+// observeFirstPlans observes, for each pod no NodeClaim was planned for before, the time
+// from its creation to now, when one just was.
+func (p *Provisioner) observeFirstPlans(pods []*corev1.Pod) {
+	now := p.clock.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pod := range pods {
+		if p.firstPlanned[pod.UID] {
+			continue
+		}
+		p.firstPlanned[pod.UID] = true
+		metrics.PodFirstNodeClaimSeconds.Observe(now.Sub(pod.CreationTimestamp.Time).Seconds())
+	}
 }
 
 // Pending returns how many pods wait for the next batch.
@@ -348,6 +368,7 @@ func (p *Provisioner) provisionGroup(ctx context.Context, subs []Submission, unb
 		if err := p.addToInFlight(ctx, plan.Existing[i]); err != nil {
 			return err
 		}
+		p.observeFirstPlans(plan.Existing[i].Pods)
 		p.recordPlannedOntoInFlight(plan.Existing[i])
 		return nil
 	})
@@ -361,6 +382,7 @@ func (p *Provisioner) provisionGroup(ctx context.Context, subs []Submission, unb
 		if err != nil {
 			return err
 		}
+		p.observeFirstPlans(planned.Pods)
 		p.recordPlannedOntoNew(nc.Name, planned)
 		c := planned.Cheapest
 		logger.Info("planned NodeClaim", "nodeClaim", nc.Name, "nodePool", nc.Labels[karpv1.NodePoolLabelKey],

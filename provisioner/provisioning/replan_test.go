@@ -8,12 +8,14 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+	"github.com/tailor-autoscaler/tailor/provisioner/metrics"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
@@ -73,6 +75,7 @@ func TestABatchPlansSoftNodeClaimsPodsAgainWhenThatIsCheaper(t *testing.T) {
 					})
 				}))
 			ctx := context.Background()
+			firstPlansBefore := firstPlans(t)
 			a := f.pod(t, "a", "1500m")
 			f.prov.Submit([]Submission{{Pod: a}})
 			if err := f.prov.Provision(ctx); err != nil {
@@ -150,8 +153,22 @@ func TestABatchPlansSoftNodeClaimsPodsAgainWhenThatIsCheaper(t *testing.T) {
 			if replanned != tt.takenBack {
 				t.Errorf("a %s event: %t, want %t", ReasonReplanned, replanned, tt.takenBack)
 			}
+			// Planned again or not, each pod's wait for its first NodeClaim counts once.
+			if n := firstPlans(t) - firstPlansBefore; n != 2 {
+				t.Errorf("%d waits for a first NodeClaim observed, want 2 (a and b once each)", n)
+			}
 		})
 	}
+}
+
+// firstPlans is how many waits for a first NodeClaim the process has observed.
+func firstPlans(t *testing.T) uint64 {
+	t.Helper()
+	m := &dto.Metric{}
+	if err := metrics.PodFirstNodeClaimSeconds.Write(m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetHistogram().GetSampleCount()
 }
 
 // TestReplanningSoftNodeClaimsRecoversAPiecemealBurst plans the diverse workload as its 149

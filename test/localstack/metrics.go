@@ -3,7 +3,10 @@ package localstack
 import (
 	"context"
 	"fmt"
+	"maps"
+	"math"
 	"net/http"
+	"slices"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -68,4 +71,42 @@ func (m Metrics) Histogram(name string) (count uint64, sum float64) {
 		}
 	}
 	return count, sum
+}
+
+// Quantile estimates the q-quantile (0 to 1) of a histogram family over all its series, as
+// Prometheus's histogram_quantile does: linear within the bucket the rank falls in, the
+// largest finite bound for ranks in the +Inf bucket. ok is false without observations.
+func (m Metrics) Quantile(name string, q float64) (value float64, ok bool) {
+	counts := map[float64]uint64{}
+	var total uint64
+	for _, metric := range m[name].GetMetric() {
+		h := metric.GetHistogram()
+		if h == nil {
+			continue
+		}
+		total += h.GetSampleCount()
+		for _, b := range h.GetBucket() {
+			counts[b.GetUpperBound()] += b.GetCumulativeCount()
+		}
+	}
+	if total == 0 {
+		return 0, false
+	}
+	bounds := slices.Sorted(maps.Keys(counts))
+	rank := q * float64(total)
+	lower, below := 0.0, uint64(0)
+	for _, upper := range bounds {
+		cumulative := counts[upper]
+		if float64(cumulative) >= rank {
+			if math.IsInf(upper, 1) {
+				return lower, true
+			}
+			if cumulative == below {
+				return upper, true
+			}
+			return lower + (upper-lower)*(rank-float64(below))/float64(cumulative-below), true
+		}
+		lower, below = upper, cumulative
+	}
+	return lower, true
 }

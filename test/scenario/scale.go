@@ -18,13 +18,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
-	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
-	"github.com/tailor-autoscaler/tailor/provisioner/provisioning"
 	"github.com/tailor-autoscaler/tailor/test/localstack"
 )
 
@@ -89,9 +86,10 @@ type ScaleReport struct {
 	FreshPlanNodes          int     `json:"freshPlanNodes"`
 	BurstCostRatio          float64 `json:"burstCostRatio"`
 
-	// PodsPlanned counts the pods found in a NodeClaim's planned-pods annotation; the
-	// latencies are from a pod's creation to the creation of the first NodeClaim planned
-	// for it, less the batch window (not below zero).
+	// PodsPlanned counts the pods a NodeClaim was planned for; the latencies are from a
+	// pod's creation to the first NodeClaim planned for it (the sidecar's
+	// tailor_provisioner_pod_first_nodeclaim_seconds, observed once per pod, quantiles
+	// interpolated within its buckets), less the batch window (not below zero).
 	PodsPlanned                        int               `json:"podsPlanned"`
 	BatchWindowSeconds                 float64           `json:"batchWindowSeconds"`
 	PendingToNodeClaimP50Seconds       float64           `json:"pendingToNodeClaimP50Seconds"`
@@ -175,7 +173,7 @@ func Scale(ctx context.Context, stack *localstack.Stack, opts ScaleOptions, out 
 	start := time.Now()
 	var burst burstReading
 	opts.Provisioned = func(ctx context.Context) error {
-		b, err := readBurst(ctx, kube)
+		b, err := readBurst(ctx, kube, stack.ProvisionerMetricsURLs)
 		if err != nil {
 			return err
 		}
@@ -251,44 +249,46 @@ func Scale(ctx context.Context, stack *localstack.Stack, opts ScaleOptions, out 
 	return rep, r, nil
 }
 
-// burstReading is what the burst's pods and NodeClaims said once every pod ran.
+// burstReading is what the burst's pods and the sidecars said once every pod ran.
 type burstReading struct {
-	// latencies are, per pod planned onto a NodeClaim, the time from its creation to its
-	// first plan: the first NodeClaim listing it, or its first Planned event if earlier (a
-	// NodeClaim taken back by a later batch is gone).
-	latencies []time.Duration
+	// firstNodeClaim is the sidecars' histogram of the time from a pod's creation to the
+	// first NodeClaim planned for it, every replica's series together.
+	firstNodeClaim localstack.Metrics
 	// binds are the times the pods were bound (their PodScheduled condition).
 	binds []time.Time
 	// nodeClaims counts the NodeClaims created.
 	nodeClaims int
 }
 
-// readBurst reads the workload's pods and the NodeClaims: which pods each NodeClaim was
-// created for, and when the pods were created and bound.
-func readBurst(ctx context.Context, kube client.Client) (burstReading, error) {
-	var b burstReading
+// firstNodeClaimMetric is the sidecar's histogram of waits for a first NodeClaim.
+const firstNodeClaimMetric = "tailor_provisioner_pod_first_nodeclaim_seconds"
+
+// readBurst reads the NodeClaims, when the workload's pods were bound, and each sidecar's
+// histogram of waits for a first NodeClaim. A pod's first NodeClaim may be gone by now,
+// taken back by a later batch, and the Planned events that dated it are dropped under a
+// burst (client-go's broadcaster drops events past 1,000 queued): the sidecar counts each
+// pod's wait when it writes that NodeClaim.
+func readBurst(ctx context.Context, kube client.Client, metricsURLs []string) (burstReading, error) {
+	b := burstReading{firstNodeClaim: localstack.Metrics{}}
 	claims := &karpv1.NodeClaimList{}
 	if err := kube.List(ctx, claims); err != nil {
 		return b, fmt.Errorf("listing NodeClaims: %w", err)
 	}
 	b.nodeClaims = len(claims.Items)
-	claimed := map[types.UID]time.Time{}
-	for _, nc := range claims.Items {
-		pods, err := nomination.DecodePods(nc.Annotations[nomination.PlannedPodsAnnotationKey])
+	for _, url := range metricsURLs {
+		m, err := localstack.ScrapeMetrics(ctx, url)
 		if err != nil {
-			return b, fmt.Errorf("NodeClaim %s: %w", nc.Name, err)
+			return b, err
 		}
-		at := nc.CreationTimestamp.Time
-		for _, p := range pods {
-			if first, ok := claimed[p.UID]; !ok || at.Before(first) {
-				claimed[p.UID] = at
-			}
+		family, ok := m[firstNodeClaimMetric]
+		if !ok {
+			continue
 		}
-	}
-	// A NodeClaim a later batch took back is gone: the pod's first plan is read from its
-	// first Planned event as well.
-	if err := firstPlanned(ctx, kube, claimed); err != nil {
-		return b, err
+		if merged, ok := b.firstNodeClaim[firstNodeClaimMetric]; ok {
+			merged.Metric = append(merged.Metric, family.Metric...)
+		} else {
+			b.firstNodeClaim[firstNodeClaimMetric] = family
+		}
 	}
 	// Tens of thousands of pods are listed a page at a time.
 	opts := []client.ListOption{client.InNamespace(metav1.NamespaceDefault), client.HasLabels{DeploymentLabel}, client.Limit(5000)}
@@ -298,9 +298,6 @@ func readBurst(ctx context.Context, kube client.Client) (burstReading, error) {
 			return b, fmt.Errorf("listing the workload's pods: %w", err)
 		}
 		for _, p := range pods.Items {
-			if at, ok := claimed[p.UID]; ok {
-				b.latencies = append(b.latencies, at.Sub(p.CreationTimestamp.Time))
-			}
 			for _, c := range p.Status.Conditions {
 				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
 					b.binds = append(b.binds, c.LastTransitionTime.Time)
@@ -314,40 +311,14 @@ func readBurst(ctx context.Context, kube client.Client) (burstReading, error) {
 	}
 }
 
-// firstPlanned lowers each pod's time in claimed to its first Planned event's, when earlier.
-func firstPlanned(ctx context.Context, kube client.Client, claimed map[types.UID]time.Time) error {
-	opts := []client.ListOption{
-		client.InNamespace(metav1.NamespaceDefault), client.Limit(5000),
-		client.MatchingFields{"reason": provisioning.ReasonPlanned, "involvedObject.kind": "Pod"},
-	}
-	for {
-		events := &corev1.EventList{}
-		if err := kube.List(ctx, events, opts...); err != nil {
-			return fmt.Errorf("listing Planned events: %w", err)
-		}
-		for _, e := range events.Items {
-			at := e.FirstTimestamp.Time
-			if at.IsZero() {
-				at = e.EventTime.Time
-			}
-			if first, ok := claimed[e.InvolvedObject.UID]; !at.IsZero() && (!ok || at.Before(first)) {
-				claimed[e.InvolvedObject.UID] = at
-			}
-		}
-		if events.Continue == "" {
-			return nil
-		}
-		opts = append(opts[:3], client.Limit(5000), client.Continue(events.Continue))
-	}
-}
-
 func (b burstReading) report(rep *ScaleReport, window time.Duration) {
-	rep.PodsPlanned, rep.NodesLaunched, rep.PodsBound = len(b.latencies), b.nodeClaims, len(b.binds)
-	slices.Sort(b.latencies)
-	beyond := func(d time.Duration) float64 { return max(0, d-window).Seconds() }
-	if n := len(b.latencies); n > 0 {
-		p50, p99 := b.latencies[n/2], b.latencies[min(n-1, n*99/100)]
-		rep.PendingToNodeClaimRawP50Seconds, rep.PendingToNodeClaimRawP99Seconds = p50.Seconds(), p99.Seconds()
+	planned, _ := b.firstNodeClaim.Histogram(firstNodeClaimMetric)
+	rep.PodsPlanned, rep.NodesLaunched, rep.PodsBound = int(planned), b.nodeClaims, len(b.binds)
+	beyond := func(seconds float64) float64 { return max(0, seconds-window.Seconds()) }
+	p50, ok50 := b.firstNodeClaim.Quantile(firstNodeClaimMetric, 0.5)
+	p99, ok99 := b.firstNodeClaim.Quantile(firstNodeClaimMetric, 0.99)
+	if ok50 && ok99 {
+		rep.PendingToNodeClaimRawP50Seconds, rep.PendingToNodeClaimRawP99Seconds = p50, p99
 		rep.PendingToNodeClaimP50Seconds, rep.PendingToNodeClaimP99Seconds = beyond(p50), beyond(p99)
 	}
 	if len(b.binds) > 1 {

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -93,6 +94,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	before := np.DeepCopy()
 	np.Status.Resources = Resources(claims.Items)
+	np.Status.Nodes = ptr.To(int64(len(claims.Items)))
 	np.Status.NodeClassObservedGeneration = classGeneration
 	validation := validate(np)
 	setCondition(np, karpv1.ConditionTypeNodeClassReady, classReady)

@@ -27,8 +27,8 @@ import (
 // TestConformanceCorpusLaunches applies every accepted NodePool and EC2NodeClass pair of the
 // conformance corpus (test/conformance) that the local stack can launch, runs one small pod
 // on each NodePool, and checks that the node each pod lands on carries labels meeting its
-// NodePool's requirements and template labels. Startup taints are removed once a node
-// registers, as the component they wait for would.
+// NodePool's requirements and template labels, and the template's annotations and taints.
+// Startup taints are removed once a node registers, as the component they wait for would.
 func TestConformanceCorpusLaunches(t *testing.T) {
 	start := time.Now()
 	e := startStack(t)
@@ -123,7 +123,7 @@ func TestConformanceCorpusLaunches(t *testing.T) {
 }
 
 // nodeAgainstPool lists where a node's labels fail its NodePool's requirements and template
-// labels.
+// labels, and the template annotations and taints it lacks.
 func nodeAgainstPool(node *corev1.Node, np *karpv1.NodePool) []string {
 	var problems []string
 	for _, r := range np.Spec.Template.Spec.Requirements {
@@ -135,6 +135,16 @@ func nodeAgainstPool(node *corev1.Node, np *karpv1.NodePool) []string {
 	for k, v := range np.Spec.Template.ObjectMeta.Labels {
 		if node.Labels[k] != v {
 			problems = append(problems, fmt.Sprintf("template label %s=%s: node has %q", k, v, node.Labels[k]))
+		}
+	}
+	for k, v := range np.Spec.Template.ObjectMeta.Annotations {
+		if node.Annotations[k] != v {
+			problems = append(problems, fmt.Sprintf("template annotation %s=%s: node has %q", k, v, node.Annotations[k]))
+		}
+	}
+	for _, taint := range np.Spec.Template.Spec.Taints {
+		if !slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&taint) }) {
+			problems = append(problems, fmt.Sprintf("template taint %s: node has %v", taint.ToString(), node.Spec.Taints))
 		}
 	}
 	return problems

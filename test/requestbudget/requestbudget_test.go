@@ -458,7 +458,7 @@ func TestANodeClaimWhoseLaunchIsDenied(t *testing.T) {
 	if diff := cmp.Diff(want, last); diff != "" {
 		t.Errorf("requests in twenty minutes (-want +got):\n%s", diff)
 	}
-	checkStableMessage(t, tl.observed[1:], "False LaunchFailed: creating fleet: EC2 CreateFleet: UnauthorizedOperation: You are not authorized to perform this operation. Encoded authorization failure message in the log")
+	checkStableMessage(t, tl.observed[1:], "Unknown LaunchFailed: creating fleet: EC2 CreateFleet: UnauthorizedOperation: You are not authorized to perform this operation. Encoded authorization failure message in the log")
 	// One Warning event per attempt, all with that message (aggregated into one Event).
 	var events []string
 	err := wait.PollUntilContextTimeout(f.ctx, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {

@@ -1,13 +1,16 @@
 // Package lifecycle drives a NodeClaim from creation to a usable node: it launches the
 // instance (Launched), matches the Node that joins with the instance's provider ID and syncs
-// the NodeClaim's labels and taints onto it (Registered), and waits for the Node to be Ready
-// with its startup taints gone (Initialized).
+// the NodeClaim's labels, annotations and taints onto it (Registered), and waits for the
+// Node to be Ready with its startup taints gone (Initialized), as Karpenter v1 does.
 package lifecycle
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,6 +50,9 @@ const (
 	// ReasonSubnetsFull, on the NodePool: every subnet of its EC2NodeClass is out of free
 	// IP addresses.
 	ReasonSubnetsFull = "SubnetsFull"
+	// ReasonMultipleNodesFound, on the NodeClaim and its Registered condition (False):
+	// several Nodes have its instance's provider ID.
+	ReasonMultipleNodesFound = "MultipleNodesFound"
 )
 
 // Launcher creates instances.
@@ -240,9 +247,7 @@ func (c *Controller) launch(ctx context.Context, nc *karpv1.NodeClaim) (reconcil
 	nc.Status.Capacity = launched.Status.Capacity
 	nc.Status.Allocatable = launched.Status.Allocatable
 	nodeclaim.SetCondition(nc, karpv1.ConditionTypeLaunched, metav1.ConditionTrue, ReasonLaunched, "")
-	nodeclaim.SetCondition(nc, karpv1.ConditionTypeRegistered, metav1.ConditionUnknown, "AwaitingNode", "waiting for the node to join")
-	nodeclaim.SetCondition(nc, karpv1.ConditionTypeInitialized, metav1.ConditionUnknown, "AwaitingNode", "waiting for the node to join")
-	nodeclaim.SetCondition(nc, karpv1.ConditionTypeReady, metav1.ConditionUnknown, "AwaitingNode", "waiting for the node to join")
+	nodeclaim.SetCondition(nc, karpv1.ConditionTypeRegistered, metav1.ConditionUnknown, reasonNodeNotFound, messageNodeNotFound)
 	if err := c.kube.Status().Patch(ctx, nc, statusPatch); err != nil {
 		return reconcile.Result{}, fmt.Errorf("recording launched instance %s: %w", launched.Status.ProviderID, err)
 	}
@@ -257,9 +262,10 @@ func (c *Controller) launch(ctx context.Context, nc *karpv1.NodeClaim) (reconcil
 	return reconcile.Result{}, nil
 }
 
-// launchFailed records a failed launch: a Warning event and the Launched condition, whose
-// message stays the same from one attempt to the next so that the status is written once,
-// and the full error in the log. It returns when to try again.
+// launchFailed records a failed launch: a Warning event and the Launched condition
+// (Unknown, as Karpenter's, since the launch is tried again), whose message stays the same
+// from one attempt to the next so that the status is written once, and the full error in
+// the log. It returns when to try again.
 func (c *Controller) launchFailed(ctx context.Context, nc *karpv1.NodeClaim, reason string, cause error) (reconcile.Result, error) {
 	wait := c.failures.Failed(nc.Name, string(nc.UID))
 	message := cloudprovider.Message(cause)
@@ -267,42 +273,59 @@ func (c *Controller) launchFailed(ctx context.Context, nc *karpv1.NodeClaim, rea
 	c.recorder.Event(nc, corev1.EventTypeWarning, reason, message)
 	log.FromContext(ctx).Error(cause, "launching NodeClaim failed", "reason", reason, "retryIn", wait.String())
 	before := nc.DeepCopy()
-	nodeclaim.SetCondition(nc, karpv1.ConditionTypeLaunched, metav1.ConditionFalse, reason, message)
-	if !equality.Semantic.DeepEqual(before.Status, nc.Status) {
-		if err := c.kube.Status().Patch(ctx, nc, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
-			return reconcile.Result{}, fmt.Errorf("recording launch failure: %w", err)
-		}
+	nodeclaim.SetCondition(nc, karpv1.ConditionTypeLaunched, metav1.ConditionUnknown, reason, message)
+	if err := c.patchStatus(ctx, before, nc); err != nil && !apierrors.IsNotFound(err) {
+		return reconcile.Result{}, fmt.Errorf("recording launch failure: %w", err)
 	}
 	return reconcile.Result{RequeueAfter: wait}, nil
 }
 
-// register finds the NodeClaim's Node, syncs labels and taints onto it and lifts the
-// unregistered taint so pods may land.
+// patchStatus writes the NodeClaim's status when it differs from before's.
+func (c *Controller) patchStatus(ctx context.Context, before, nc *karpv1.NodeClaim) error {
+	if equality.Semantic.DeepEqual(before.Status, nc.Status) {
+		return nil
+	}
+	return c.kube.Status().Patch(ctx, nc, client.MergeFrom(before))
+}
+
+// Reasons and messages of the Registered and Initialized conditions while they wait, Karpenter's.
+const (
+	reasonNodeNotFound          = "NodeNotFound"
+	messageNodeNotFound         = "Node not registered with cluster"
+	reasonNodeNotReady          = "NodeNotReady"
+	reasonStartupTaintsExist    = "StartupTaintsExist"
+	reasonEphemeralTaintsExist  = "KnownEphemeralTaintsExist"
+	reasonResourceNotRegistered = "ResourceNotRegistered"
+)
+
+// register finds the NodeClaim's Node, syncs the NodeClaim onto it (syncNode) and lifts
+// the unregistered taint so pods may land.
 func (c *Controller) register(ctx context.Context, nc *karpv1.NodeClaim) (reconcile.Result, error) {
 	nodes := &corev1.NodeList{}
 	if err := c.kube.List(ctx, nodes, client.MatchingFields{nodeclaim.NodeProviderIDIndex: nc.Status.ProviderID}); err != nil {
 		return reconcile.Result{}, fmt.Errorf("finding node of %s: %w", nc.Status.ProviderID, err)
 	}
-	if len(nodes.Items) == 0 {
+	switch len(nodes.Items) {
+	case 0:
+		return reconcile.Result{}, nil
+	case 1:
+	default:
+		before := nc.DeepCopy()
+		nodeclaim.SetCondition(nc, karpv1.ConditionTypeRegistered, metav1.ConditionFalse, ReasonMultipleNodesFound, "Invariant violated, matched multiple nodes")
+		if err := c.patchStatus(ctx, before, nc); err != nil {
+			return reconcile.Result{}, fmt.Errorf("recording multiple nodes: %w", err)
+		}
+		c.recorder.Eventf(nc, corev1.EventTypeWarning, ReasonMultipleNodesFound, "%d nodes have provider ID %s", len(nodes.Items), nc.Status.ProviderID)
 		return reconcile.Result{}, nil
 	}
 	node := &nodes.Items[0]
-	patch := client.MergeFrom(node.DeepCopy())
-	if node.Labels == nil {
-		node.Labels = map[string]string{}
-	}
-	for k, v := range nc.Labels {
-		node.Labels[k] = v
-	}
-	node.Labels[karpv1.NodeRegisteredLabelKey] = "true"
-	node.Spec.Taints = syncTaints(node.Spec.Taints, nc.Spec.Taints)
-	node.OwnerReferences = ownedBy(node.OwnerReferences, nc)
-	// `kubectl delete node` then waits for the NodeClaim's termination (see nodetermination);
-	// a Node already being deleted takes no new finalizer.
-	if node.DeletionTimestamp == nil {
-		controllerutil.AddFinalizer(node, karpv1.TerminationFinalizer)
-	}
+	// Against the version read: a merge patch replaces the taints and finalizers lists whole.
+	patch := client.MergeFromWithOptions(node.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	syncNode(nc, node)
 	if err := c.kube.Patch(ctx, node, patch); err != nil {
+		if apierrors.IsConflict(err) {
+			return reconcile.Result{Requeue: true}, nil
+		}
 		return reconcile.Result{}, fmt.Errorf("registering node %s: %w", node.Name, err)
 	}
 	// Against the version read, so a reconcile of a stale copy records nothing twice.
@@ -322,26 +345,56 @@ func (c *Controller) register(ctx context.Context, nc *karpv1.NodeClaim) (reconc
 	return reconcile.Result{}, nil
 }
 
-// syncTaints removes the unregistered taint and adds the NodeClaim's taints the node lacks.
-func syncTaints(have, want []corev1.Taint) []corev1.Taint {
-	var out []corev1.Taint
-	for _, t := range have {
-		if !t.MatchTaint(&karpv1.UnregisteredNoExecuteTaint) {
-			out = append(out, t)
-		}
+// syncNode makes the node the NodeClaim's, as Karpenter v1's registration does: the
+// NodeClaim's labels and annotations (its NodePool template's, the labels of the template's
+// single-valued requirements and of the instance launched) override the node's, its taints
+// and startup taints are added unless the node is labelled karpenter.sh/do-not-sync-taints,
+// the unregistered taint is lifted, the node is labelled registered, owned by the NodeClaim
+// and held by the termination finalizer. Tailor's own bookkeeping annotations (tailor.sh/)
+// stay on the NodeClaim.
+func syncNode(nc *karpv1.NodeClaim, node *corev1.Node) {
+	if node.Labels == nil {
+		node.Labels = map[string]string{}
 	}
+	maps.Copy(node.Labels, nc.Labels)
+	node.Labels[karpv1.NodeRegisteredLabelKey] = "true"
+	for k, v := range nc.Annotations {
+		if strings.HasPrefix(k, tailorAnnotationPrefix) {
+			continue
+		}
+		if node.Annotations == nil {
+			node.Annotations = map[string]string{}
+		}
+		node.Annotations[k] = v
+	}
+	if node.Labels[karpv1.NodeDoNotSyncTaintsLabelKey] != "true" {
+		node.Spec.Taints = mergeTaints(node.Spec.Taints, nc.Spec.Taints)
+		node.Spec.Taints = mergeTaints(node.Spec.Taints, nc.Spec.StartupTaints)
+	}
+	node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(t corev1.Taint) bool {
+		return t.MatchTaint(&karpv1.UnregisteredNoExecuteTaint)
+	})
+	node.OwnerReferences = ownedBy(node.OwnerReferences, nc)
+	// `kubectl delete node` then waits for the NodeClaim's termination (see nodetermination);
+	// a Node already being deleted takes no new finalizer.
+	if node.DeletionTimestamp == nil {
+		controllerutil.AddFinalizer(node, karpv1.TerminationFinalizer)
+	}
+}
+
+// tailorAnnotationPrefix is the domain of the annotations Tailor keeps on NodeClaims for its
+// own use (planned pods, launch template, interruption deadline, ...).
+const tailorAnnotationPrefix = "tailor.sh/"
+
+// mergeTaints adds the taints the node lacks (by key and effect), leaving those it has as
+// they are.
+func mergeTaints(have, want []corev1.Taint) []corev1.Taint {
 	for _, t := range want {
-		found := false
-		for i := range out {
-			if out[i].MatchTaint(&t) {
-				found = true
-			}
-		}
-		if !found {
-			out = append(out, t)
+		if !slices.ContainsFunc(have, func(h corev1.Taint) bool { return h.MatchTaint(&t) }) {
+			have = append(have, t)
 		}
 	}
-	return out
+	return have
 }
 
 // ownedBy makes the NodeClaim an owner of the node, so deleting the NodeClaim deletes it.
@@ -353,6 +406,7 @@ func ownedBy(refs []metav1.OwnerReference, nc *karpv1.NodeClaim) []metav1.OwnerR
 	}
 	return append(refs, metav1.OwnerReference{
 		APIVersion: karpv1.SchemeGroupVersion.String(), Kind: "NodeClaim", Name: nc.Name, UID: nc.UID,
+		BlockOwnerDeletion: ptr.To(true),
 	})
 }
 
@@ -370,23 +424,29 @@ var ephemeralTaints = []corev1.Taint{
 
 // initialize marks the NodeClaim Initialized once its node is Ready, its startup and
 // ephemeral taints are gone and every extended resource it was planned for is reported:
-// from then on the node takes the pods planned onto it.
+// from then on the node takes the pods planned onto it. Until then the Initialized
+// condition says what it waits for.
 func (c *Controller) initialize(ctx context.Context, nc *karpv1.NodeClaim) (reconcile.Result, error) {
+	before := nc.DeepCopy()
 	node := &corev1.Node{}
 	if err := c.kube.Get(ctx, client.ObjectKey{Name: nc.Status.NodeName}, node); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
+		if !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, fmt.Errorf("reading node %s: %w", nc.Status.NodeName, err)
+		}
+		nodeclaim.SetCondition(nc, karpv1.ConditionTypeInitialized, metav1.ConditionUnknown, reasonNodeNotFound, messageNodeNotFound)
+		return reconcile.Result{}, client.IgnoreNotFound(c.patchStatus(ctx, before, nc))
 	}
-	if reason := notInitialized(nc, node); reason != "" {
-		return reconcile.Result{}, nil
+	if reason, message := notInitialized(nc, node); reason != "" {
+		nodeclaim.SetCondition(nc, karpv1.ConditionTypeInitialized, metav1.ConditionUnknown, reason, message)
+		return reconcile.Result{}, client.IgnoreNotFound(c.patchStatus(ctx, before, nc))
 	}
 	patch := client.MergeFrom(node.DeepCopy())
 	node.Labels[karpv1.NodeInitializedLabelKey] = "true"
 	if err := c.kube.Patch(ctx, node, patch); err != nil {
 		return reconcile.Result{}, fmt.Errorf("labelling node %s initialized: %w", node.Name, err)
 	}
-	statusPatch := client.MergeFromWithOptions(nc.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	statusPatch := client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
 	nodeclaim.SetCondition(nc, karpv1.ConditionTypeInitialized, metav1.ConditionTrue, ReasonInitialized, "")
-	nodeclaim.SetCondition(nc, karpv1.ConditionTypeReady, metav1.ConditionTrue, ReasonInitialized, "")
 	if err := c.kube.Status().Patch(ctx, nc, statusPatch); err != nil {
 		if apierrors.IsConflict(err) {
 			return reconcile.Result{Requeue: true}, nil
@@ -399,7 +459,9 @@ func (c *Controller) initialize(ctx context.Context, nc *karpv1.NodeClaim) (reco
 	return reconcile.Result{}, nil
 }
 
-func notInitialized(nc *karpv1.NodeClaim, node *corev1.Node) string {
+// notInitialized returns the reason and message of the Initialized condition while the
+// node is not initialized, Karpenter's, or "" once it is.
+func notInitialized(nc *karpv1.NodeClaim, node *corev1.Node) (reason, message string) {
 	ready := false
 	for _, cond := range node.Status.Conditions {
 		if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
@@ -407,29 +469,29 @@ func notInitialized(nc *karpv1.NodeClaim, node *corev1.Node) string {
 		}
 	}
 	if !ready {
-		return "node is not Ready"
+		return reasonNodeNotReady, "Node status is NotReady"
 	}
 	for _, st := range nc.Spec.StartupTaints {
 		for _, t := range node.Spec.Taints {
 			if t.MatchTaint(&st) {
-				return "startup taint " + st.ToString() + " is still present"
+				return reasonStartupTaintsExist, fmt.Sprintf("StartupTaint %q still exists", t.ToString())
 			}
 		}
 	}
 	for _, et := range ephemeralTaints {
 		for _, t := range node.Spec.Taints {
 			if t.MatchTaint(&et) {
-				return "taint " + et.ToString() + " is still present"
+				return reasonEphemeralTaintsExist, fmt.Sprintf("KnownEphemeralTaint %q still exists", t.ToString())
 			}
 		}
 	}
-	for name, q := range nc.Spec.Resources.Requests {
-		if name == corev1.ResourceCPU || name == corev1.ResourceMemory || name == corev1.ResourcePods || name == corev1.ResourceEphemeralStorage || q.IsZero() {
+	for _, name := range slices.Sorted(maps.Keys(nc.Spec.Resources.Requests)) {
+		if q := nc.Spec.Resources.Requests[name]; name == corev1.ResourceCPU || name == corev1.ResourceMemory || name == corev1.ResourcePods || name == corev1.ResourceEphemeralStorage || q.IsZero() {
 			continue
 		}
 		if have, ok := node.Status.Allocatable[name]; !ok || have.IsZero() {
-			return "extended resource " + string(name) + " is not registered yet"
+			return reasonResourceNotRegistered, fmt.Sprintf("Resource %q was requested but not registered", name)
 		}
 	}
-	return ""
+	return "", ""
 }

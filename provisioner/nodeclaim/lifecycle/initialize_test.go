@@ -10,6 +10,9 @@ import (
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 )
 
+// waiting is the reason and message of an Initialized condition that is not True yet.
+type waiting struct{ Reason, Message string }
+
 func TestNotInitialized(t *testing.T) {
 	ready := []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
 	startup := corev1.Taint{Key: "example.com/agent-not-ready", Effect: corev1.TaintEffectNoSchedule}
@@ -23,11 +26,11 @@ func TestNotInitialized(t *testing.T) {
 		conditions []corev1.NodeCondition
 		taints     []corev1.Taint
 		allocated  corev1.ResourceList
-		want       string
+		want       waiting
 	}{
 		{
 			name: "a node that is not Ready",
-			want: "node is not Ready",
+			want: waiting{"NodeNotReady", "Node status is NotReady"},
 		},
 		{
 			name:       "a Ready node without taints",
@@ -38,25 +41,25 @@ func TestNotInitialized(t *testing.T) {
 			nodeClaim:  karpv1.NodeClaim{Spec: karpv1.NodeClaimSpec{StartupTaints: []corev1.Taint{startup}}},
 			conditions: ready,
 			taints:     []corev1.Taint{startup},
-			want:       "startup taint example.com/agent-not-ready:NoSchedule is still present",
+			want:       waiting{"StartupTaintsExist", `StartupTaint "example.com/agent-not-ready:NoSchedule" still exists`},
 		},
 		{
 			name:       "the node lifecycle controller's not-ready taint, lifted a few seconds after Ready",
 			conditions: ready,
 			taints:     []corev1.Taint{{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule}},
-			want:       "taint node.kubernetes.io/not-ready:NoSchedule is still present",
+			want:       waiting{"KnownEphemeralTaintsExist", `KnownEphemeralTaint "node.kubernetes.io/not-ready:NoSchedule" still exists`},
 		},
 		{
 			name:       "a cloud controller manager that has not initialized the node",
 			conditions: ready,
 			taints:     []corev1.Taint{{Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: corev1.TaintEffectNoSchedule}},
-			want:       "taint node.cloudprovider.kubernetes.io/uninitialized=true:NoSchedule is still present",
+			want:       waiting{"KnownEphemeralTaintsExist", `KnownEphemeralTaint "node.cloudprovider.kubernetes.io/uninitialized=true:NoSchedule" still exists`},
 		},
 		{
 			name:       "Tailor's unregistered taint",
 			conditions: ready,
 			taints:     []corev1.Taint{karpv1.UnregisteredNoExecuteTaint},
-			want:       "taint " + karpv1.UnregisteredNoExecuteTaint.ToString() + " is still present",
+			want:       waiting{"KnownEphemeralTaintsExist", `KnownEphemeralTaint "karpenter.sh/unregistered:NoExecute" still exists`},
 		},
 		{
 			name:       "a user's own taint does not hold initialization back",
@@ -68,7 +71,7 @@ func TestNotInitialized(t *testing.T) {
 			nodeClaim:  gpuClaim,
 			conditions: ready,
 			allocated:  corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")},
-			want:       "extended resource nvidia.com/gpu is not registered yet",
+			want:       waiting{"ResourceNotRegistered", `Resource "nvidia.com/gpu" was requested but not registered`},
 		},
 		{
 			name:       "a GPU reported",
@@ -83,7 +86,9 @@ func TestNotInitialized(t *testing.T) {
 				Spec:   corev1.NodeSpec{Taints: tt.taints},
 				Status: corev1.NodeStatus{Conditions: tt.conditions, Allocatable: tt.allocated},
 			}
-			if diff := cmp.Diff(tt.want, notInitialized(&tt.nodeClaim, node)); diff != "" {
+			var got waiting
+			got.Reason, got.Message = notInitialized(&tt.nodeClaim, node)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("notInitialized (-want +got):\n%s", diff)
 			}
 		})

@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"testing"
@@ -22,10 +23,14 @@ import (
 	"github.com/tailor-autoscaler/tailor/test/testenv"
 )
 
-var kube client.Client
+var (
+	restConfig *rest.Config
+	kube       client.Client
+)
 
 func TestMain(m *testing.M) {
 	os.Exit(testenv.Run(m, func(cfg *rest.Config) error {
+		restConfig = cfg
 		var err error
 		kube, err = client.New(cfg, client.Options{Scheme: apischeme.New()})
 		return err
@@ -195,5 +200,62 @@ func TestALaunchIntoFullSubnetsIsReportedOnTheNodePool(t *testing.T) {
 	want := []string{"Warning InsufficientCapacity " + message, "Warning SubnetsFull " + message}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
+// TestLaunchConditions: a launch leaves the NodeClaim's conditions as Karpenter's do, whether
+// it succeeded or is tried again.
+func TestLaunchConditions(t *testing.T) {
+	tests := []struct {
+		name     string
+		launcher Launcher
+		want     []condition
+	}{
+		{
+			name:     "launched, awaiting its node",
+			launcher: &countingLauncher{},
+			want: []condition{
+				{"Launched", "True", "Launched", ""},
+				{"Registered", "Unknown", "NodeNotFound", "Node not registered with cluster"},
+				{"Initialized", "Unknown", "AwaitingReconciliation", "object is awaiting reconciliation"},
+				{"Ready", "Unknown", "ReconcilingDependents", "Registered=Unknown, Initialized=Unknown"},
+			},
+		},
+		{
+			name:     "a launch that failed and is tried again",
+			launcher: failingLauncher{err: errors.New("creating fleet: EC2 CreateFleet: UnauthorizedOperation")},
+			want: []condition{
+				{"Launched", "Unknown", "LaunchFailed", "creating fleet: EC2 CreateFleet: UnauthorizedOperation"},
+				{"Registered", "Unknown", "AwaitingReconciliation", "object is awaiting reconciliation"},
+				{"Initialized", "Unknown", "AwaitingReconciliation", "object is awaiting reconciliation"},
+				{"Ready", "Unknown", "ReconcilingDependents", "Launched=Unknown, Registered=Unknown, Initialized=Unknown"},
+			},
+		},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			nc := &karpv1.NodeClaim{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("conditions-%d", i)},
+				Spec: karpv1.NodeClaimSpec{
+					NodeClassRef: &karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"},
+					Requirements: []karpv1.NodeSelectorRequirementWithMinValues{{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}}},
+				},
+			}
+			if err := kube.Create(ctx, nc); err != nil {
+				t.Fatal(err)
+			}
+			c := NewController(kube, tt.launcher, record.NewFakeRecorder(10), clocktesting.NewFakeClock(nc.CreationTimestamp.Time))
+			if _, err := c.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(nc)}); err != nil {
+				t.Fatal(err)
+			}
+			got := &karpv1.NodeClaim{}
+			if err := kube.Get(ctx, client.ObjectKeyFromObject(nc), got); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, conditionsOf(got)); diff != "" {
+				t.Errorf("conditions (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

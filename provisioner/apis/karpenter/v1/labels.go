@@ -15,6 +15,10 @@ const (
 	NodeInitializedLabelKey = Group + "/initialized"
 	// NodeRegisteredLabelKey is set to "true" once the node joined and was matched to its NodeClaim.
 	NodeRegisteredLabelKey = Group + "/registered"
+	// NodeDoNotSyncTaintsLabelKey set to "true" on a node (by its kubelet's --node-labels)
+	// keeps the NodeClaim's taints and startup taints off it at registration: something
+	// else manages the node's taints.
+	NodeDoNotSyncTaintsLabelKey = Group + "/do-not-sync-taints"
 
 	CapacityTypeSpot     = "spot"
 	CapacityTypeOnDemand = "on-demand"

@@ -17,9 +17,11 @@ import (
 // +kubebuilder:printcolumn:name="Node",type="string",JSONPath=".status.nodeName"
 // +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=".status.conditions[?(@.type==\"Ready\")].status"
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
+// +kubebuilder:printcolumn:name="ImageID",type="string",JSONPath=".status.imageID",priority=1
 // +kubebuilder:printcolumn:name="ID",type="string",JSONPath=".status.providerID",priority=1
 // +kubebuilder:printcolumn:name="NodePool",type="string",JSONPath=".metadata.labels.karpenter\\.sh/nodepool",priority=1
 // +kubebuilder:printcolumn:name="NodeClass",type="string",JSONPath=".spec.nodeClassRef.name",priority=1
+// +kubebuilder:printcolumn:name="Drifted",type="string",JSONPath=".status.conditions[?(@.type==\"Drifted\")].status",priority=1
 type NodeClaim struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -71,15 +73,23 @@ type ResourceRequirements struct {
 	Requests corev1.ResourceList `json:"requests,omitempty"`
 }
 
-// NodeClaim condition types, in the order a NodeClaim reaches them.
+// NodeClaim condition types, in the order a NodeClaim reaches them. Their types and reasons
+// are Karpenter v1's: a condition that is True has its type as reason.
 const (
-	// ConditionTypeLaunched is True once the cloud provider created the instance.
+	// ConditionTypeLaunched is True once the cloud provider created the instance, Unknown
+	// while a launch fails and is tried again (reason LaunchFailed or NodeClassNotReady).
 	ConditionTypeLaunched = "Launched"
-	// ConditionTypeRegistered is True once a Node with the instance's providerID joined.
+	// ConditionTypeRegistered is True once a Node with the instance's providerID joined,
+	// Unknown (NodeNotFound) until then, False (MultipleNodesFound) when several did.
 	ConditionTypeRegistered = "Registered"
-	// ConditionTypeInitialized is True once the Node is Ready with its startup taints removed.
+	// ConditionTypeInitialized is True once the Node is Ready with its startup taints removed
+	// and its extended resources registered; Unknown until then with the reason it waits for
+	// (NodeNotFound, NodeNotReady, StartupTaintsExist, KnownEphemeralTaintsExist,
+	// ResourceNotRegistered).
 	ConditionTypeInitialized = "Initialized"
-	// ConditionTypeReady mirrors Initialized for tools that look for Ready.
+	// ConditionTypeReady sums up Launched, Registered and Initialized: True when all three
+	// are, False (UnhealthyDependents) when one is False, Unknown (ReconcilingDependents)
+	// otherwise; its message lists those that are not True.
 	ConditionTypeReady = "Ready"
 	// ConditionTypeDrifted is True when the node no longer matches its NodePool or node class
 	// (reason NodePoolDrifted, RequirementsDrifted, NodeClassDrifted, AMIDrifted,
@@ -105,10 +115,13 @@ type NodeClaimStatus struct {
 	// Allocatable resources of the node: capacity minus kubelet and system overhead.
 	// +optional
 	Allocatable corev1.ResourceList `json:"allocatable,omitempty"`
-	// Conditions of the NodeClaim (Launched, Registered, Initialized, Ready).
+	// Conditions of the NodeClaim: Launched, Registered, Initialized, Ready and Drifted.
+	// +listType=map
+	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// LastPodEventTime is the last time a pod was scheduled to or removed from the node.
+	// Tailor does not set it: its disruption controller follows each node's pods itself.
 	// +optional
 	LastPodEventTime metav1.Time `json:"lastPodEventTime,omitempty"`
 }

@@ -12,7 +12,7 @@ import (
 // +kubebuilder:resource:path=nodepools,scope=Cluster,categories=karpenter
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="NodeClass",type="string",JSONPath=".spec.template.spec.nodeClassRef.name"
-// +kubebuilder:printcolumn:name="Nodes",type="string",JSONPath=".status.resources.nodes"
+// +kubebuilder:printcolumn:name="Nodes",type="string",JSONPath=".status.nodes"
 // +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=".status.conditions[?(@.type==\"Ready\")].status"
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
 // +kubebuilder:printcolumn:name="Weight",type="integer",JSONPath=".spec.weight",priority=1
@@ -208,6 +208,11 @@ type NodePoolStatus struct {
 	// NodeClaims as "nodes".
 	// +optional
 	Resources corev1.ResourceList `json:"resources,omitempty"`
+	// Nodes is the number of the NodePool's NodeClaims, as Karpenter's status.nodes (the
+	// Nodes column of kubectl get nodepools).
+	// +kubebuilder:default:=0
+	// +optional
+	Nodes *int64 `json:"nodes,omitempty"`
 	// NodeClassObservedGeneration is the generation of the node class the NodeClassReady
 	// condition was last computed from.
 	// +optional

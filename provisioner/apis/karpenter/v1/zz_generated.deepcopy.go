@@ -432,6 +432,11 @@ func (in *NodePoolStatus) DeepCopyInto(out *NodePoolStatus) {
 			(*out)[key] = val.DeepCopy()
 		}
 	}
+	if in.Nodes != nil {
+		in, out := &in.Nodes, &out.Nodes
+		*out = new(int64)
+		**out = **in
+	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
 		*out = make([]metav1.Condition, len(*in))

@@ -21,8 +21,12 @@ type base struct {
 	topo    *topologyIndex
 	volumes *volumeIndex
 	daemons []*daemon
-	// sets are the distinct namespaces and label sets of the nodes' pods, by their key.
-	sets map[string]*labelSet
+	// sets are the distinct namespaces and label sets of the nodes' pods, by their key;
+	// held are those of pods on the input nodes, and heldByLabel those by each key=value
+	// label they have: a new tracker counts pods on the nodes of the sets it may match.
+	sets        map[string]*labelSet
+	held        []*labelSet
+	heldByLabel map[string][]*labelSet
 	// domains caches compatibleDomains; fitting caches fitting.
 	domains map[domainKey]map[string][]*node
 	fitting map[fitKey][]*node
@@ -49,6 +53,8 @@ type labelSet struct {
 	// trackers are those matching the set's pods, as of the index's version.
 	trackers []*tracker
 	version  int
+	// holders are the input nodes whose pods have the set, with how many.
+	holders []setCount
 }
 
 // matching returns the trackers that match the set's pods.
@@ -61,10 +67,12 @@ func (set *labelSet) matching(x *topologyIndex) []*tracker {
 	return set.trackers
 }
 
-// setCount is how many of a node's pods have a label set.
+// setCount is how many of a node's pods have a label set: on a node, set names the set;
+// among a set's holders, node names the node.
 type setCount struct {
-	set *labelSet
-	n   int
+	set  *labelSet
+	node *node
+	n    int
 }
 
 // newBase prepares the nodes and NodePools of in for rounds planning pods with the given
@@ -72,7 +80,7 @@ type setCount struct {
 // a Snapshot can plan those pods again.
 func newBase(in Input, pending []corev1.ResourceList, nodeDims bool) *base {
 	b := &base{in: in, dims: newDims(), topo: newTopologyIndex(), volumes: newVolumeIndex(in.Volumes),
-		sets: map[string]*labelSet{}, domains: map[domainKey]map[string][]*node{}, fitting: map[fitKey][]*node{}, eligible: map[eligibleKey]map[string][]*node{},
+		sets: map[string]*labelSet{}, heldByLabel: map[string][]*labelSet{}, domains: map[domainKey]map[string][]*node{}, fitting: map[fitKey][]*node{}, eligible: map[eligibleKey]map[string][]*node{},
 		keyer: &podKeyer{seed: maphash.MakeSeed()}, shapes: map[*corev1.Pod]podShape{}, protos: map[protoKey]*group{}, nodeKeys: map[string]int{}}
 	b.topo.onNewTracker = b.countTracker
 	for _, list := range pending {
@@ -151,7 +159,9 @@ func (b *base) existingNode(in *Node, requests []corev1.ResourceList) *node {
 		}
 	}
 	for i := range n.sets {
-		n.sets[i].n = bySet[n.sets[i].set]
+		set := n.sets[i].set
+		n.sets[i].n = bySet[set]
+		b.hold(set, n, bySet[set])
 	}
 	b.countAnti(n, 1)
 	if in.NodeClaim != nil {
@@ -210,6 +220,18 @@ func (b *base) labelSet(pod *corev1.Pod) *labelSet {
 	return set
 }
 
+// hold records that k of the node's pods have the set.
+func (b *base) hold(set *labelSet, n *node, k int) {
+	if len(set.holders) == 0 {
+		b.held = append(b.held, set)
+		for key, value := range set.labels {
+			label := key + "=" + value
+			b.heldByLabel[label] = append(b.heldByLabel[label], set)
+		}
+	}
+	set.holders = append(set.holders, setCount{node: n, n: k})
+}
+
 // countAnti adds (sign 1) or removes (sign -1) the node's pods to the anti-affinity terms
 // they carry.
 func (b *base) countAnti(n *node, sign int) {
@@ -221,27 +243,24 @@ func (b *base) countAnti(n *node, sign int) {
 	}
 }
 
-// countTracker counts a new tracker's pods on the nodes.
+// countTracker counts a new tracker's pods on the nodes: those of the label sets it may
+// match, found by its index label when it has one, so that a tracker of one Deployment's
+// pods reads the nodes they are on rather than every node.
 func (b *base) countTracker(t *tracker) {
-	for _, n := range b.nodes {
-		b.countOn(t, n, 1)
+	sets := b.held
+	if t.label != "" {
+		sets = b.heldByLabel[t.label]
 	}
-}
-
-// countOn adds (sign 1) or removes (sign -1) the node's pods the tracker matches.
-func (b *base) countOn(t *tracker, n *node, sign int) {
-	k := 0
-	for _, sc := range n.sets {
-		if t.matchesSet(sc.set) {
-			k += sc.n
+	for _, set := range sets {
+		if !t.matchesSet(set) {
+			continue
 		}
-	}
-	if k == 0 {
-		return
-	}
-	if v, ok := n.domainAt(t.keyID, t.key); ok && t.countsOn(n) {
-		addCount(t.counts, v, sign*k)
-		t.total += sign * k
+		for _, h := range set.holders {
+			if v, ok := h.node.domainAt(t.keyID, t.key); ok && t.countsOn(h.node) {
+				addCount(t.counts, v, h.n)
+				t.total += h.n
+			}
+		}
 	}
 }
 

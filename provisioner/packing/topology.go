@@ -31,6 +31,8 @@ type tracker struct {
 	round int
 	// sets caches whether the selector matches the pods of a label set.
 	sets map[*labelSet]bool
+	// label is a key=value label every pod the selector matches has, or "" (indexLabel).
+	label string
 }
 
 // spread is what a topology spread constraint adds to its tracker.
@@ -339,6 +341,7 @@ func (x *topologyIndex) spreadTracker(g *group, c *corev1.TopologySpreadConstrai
 
 func (x *topologyIndex) add(id string, t *tracker, label string) {
 	t.keyID = x.keyID(t.key)
+	t.label = label
 	x.trackers[id] = t
 	x.trackerIndex.add(t, label)
 	if x.onNewTracker != nil {

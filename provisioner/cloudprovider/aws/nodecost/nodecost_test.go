@@ -58,9 +58,11 @@ func TestNodeCosts(t *testing.T) {
 			want:  cloudprovider.NodeCosts{Volumes: perHour(24 * 0.08)},
 		},
 		{
-			name:  "mappings replace the family's default",
-			class: class("al2023@latest", func(s *awsv1.EC2NodeClassSpec) { s.BlockDeviceMappings = []*awsv1.BlockDeviceMapping{ebs("gp2", "100Gi", nil, nil)} }),
-			want:  cloudprovider.NodeCosts{Volumes: perHour(100 * 0.10)},
+			name: "mappings replace the family's default",
+			class: class("al2023@latest", func(s *awsv1.EC2NodeClassSpec) {
+				s.BlockDeviceMappings = []*awsv1.BlockDeviceMapping{ebs("gp2", "100Gi", nil, nil)}
+			}),
+			want: cloudprovider.NodeCosts{Volumes: perHour(100 * 0.10)},
 		},
 		{
 			name: "gp3 pays only IOPS and throughput above its baseline",
@@ -70,14 +72,18 @@ func TestNodeCosts(t *testing.T) {
 			want: cloudprovider.NodeCosts{Volumes: perHour(60*0.08 + 1000*0.005 + 125*0.04)},
 		},
 		{
-			name:  "io1 pays every provisioned IOPS",
-			class: class("al2023@latest", func(s *awsv1.EC2NodeClassSpec) { s.BlockDeviceMappings = []*awsv1.BlockDeviceMapping{ebs("io1", "20Gi", ptr.To[int64](1000), nil)} }),
-			want:  cloudprovider.NodeCosts{Volumes: perHour(20*0.125 + 1000*0.065)},
+			name: "io1 pays every provisioned IOPS",
+			class: class("al2023@latest", func(s *awsv1.EC2NodeClassSpec) {
+				s.BlockDeviceMappings = []*awsv1.BlockDeviceMapping{ebs("io1", "20Gi", ptr.To[int64](1000), nil)}
+			}),
+			want: cloudprovider.NodeCosts{Volumes: perHour(20*0.125 + 1000*0.065)},
 		},
 		{
-			name:  "io2 IOPS by tier",
-			class: class("al2023@latest", func(s *awsv1.EC2NodeClassSpec) { s.BlockDeviceMappings = []*awsv1.BlockDeviceMapping{ebs("io2", "10Gi", ptr.To[int64](40000), nil)} }),
-			want:  cloudprovider.NodeCosts{Volumes: perHour(10*0.125 + 32000*0.065 + 8000*0.0455)},
+			name: "io2 IOPS by tier",
+			class: class("al2023@latest", func(s *awsv1.EC2NodeClassSpec) {
+				s.BlockDeviceMappings = []*awsv1.BlockDeviceMapping{ebs("io2", "10Gi", ptr.To[int64](40000), nil)}
+			}),
+			want: cloudprovider.NodeCosts{Volumes: perHour(10*0.125 + 32000*0.065 + 8000*0.0455)},
 		},
 		{
 			name:         "a subnet that maps public addresses adds one",
@@ -102,9 +108,11 @@ func TestNodeCosts(t *testing.T) {
 			want:  cloudprovider.NodeCosts{Volumes: perHour(20 * 0.08), Monitoring: perHour(7 * 0.30)},
 		},
 		{
-			name:  "a volume from a snapshot without a size costs nothing here",
-			class: class("al2023@latest", func(s *awsv1.EC2NodeClassSpec) { s.BlockDeviceMappings = []*awsv1.BlockDeviceMapping{{EBS: &awsv1.BlockDevice{SnapshotID: ptr.To("snap-1")}}} }),
-			want:  cloudprovider.NodeCosts{},
+			name: "a volume from a snapshot without a size costs nothing here",
+			class: class("al2023@latest", func(s *awsv1.EC2NodeClassSpec) {
+				s.BlockDeviceMappings = []*awsv1.BlockDeviceMapping{{EBS: &awsv1.BlockDevice{SnapshotID: ptr.To("snap-1")}}}
+			}),
+			want: cloudprovider.NodeCosts{},
 		},
 	}
 	for _, tt := range tests {

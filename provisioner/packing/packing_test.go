@@ -382,8 +382,8 @@ func TestSolvePricesWholeNodes(t *testing.T) {
 				Parts: cloudprovider.PriceParts{Instance: 0.40, Volumes: 0.03}}},
 		},
 		{
-			name:       "DaemonSets take their share of the instance",
-			types:      catalog(volume),
+			name:  "DaemonSets take their share of the instance",
+			types: catalog(volume),
 			daemonSets: []*appsv1.DaemonSet{{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "agent", UID: "agent"}, Spec: appsv1.DaemonSetSpec{
 				Template: corev1.PodTemplateSpec{Spec: pod("agent", "395m", "64Mi").Spec},
 			}}},

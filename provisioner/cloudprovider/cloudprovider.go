@@ -104,6 +104,10 @@ func (p PriceParts) Total() float64 {
 	return p.Instance + p.Volumes + p.PublicIPv4 + p.Monitoring + p.DaemonSets
 }
 
+// PlannedPriceAnnotationKey on a NodeClaim holds, as JSON PriceParts, the hourly price of the
+// offering its plan expected; the offering launched may differ when that one had no capacity.
+const PlannedPriceAnnotationKey = "tailor.sh/planned-price"
+
 // NewPriceParts splits a node's price: instance is the instance's price, costs the other
 // costs of the node, and daemonSetShare (0 to 1) the share of the instance the DaemonSet
 // pods take.

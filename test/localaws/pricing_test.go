@@ -28,26 +28,29 @@ func linuxFilters() []pricingtypes.Filter {
 	}
 }
 
+// testPriceDocument is what the tests read of a price list document.
+type testPriceDocument struct {
+	Product struct {
+		ProductFamily string            `json:"productFamily"`
+		Attributes    map[string]string `json:"attributes"`
+		SKU           string            `json:"sku"`
+	} `json:"product"`
+	Terms struct {
+		OnDemand map[string]struct {
+			PriceDimensions map[string]struct {
+				Unit         string            `json:"unit"`
+				PricePerUnit map[string]string `json:"pricePerUnit"`
+			} `json:"priceDimensions"`
+		} `json:"OnDemand"`
+	} `json:"terms"`
+}
+
 // onDemandPrices reads the hourly USD price of each product document.
 func onDemandPrices(t *testing.T, priceList []string) map[string]string {
 	t.Helper()
 	prices := map[string]string{}
 	for _, doc := range priceList {
-		var product struct {
-			Product struct {
-				ProductFamily string            `json:"productFamily"`
-				Attributes    map[string]string `json:"attributes"`
-				SKU           string            `json:"sku"`
-			} `json:"product"`
-			Terms struct {
-				OnDemand map[string]struct {
-					PriceDimensions map[string]struct {
-						Unit         string            `json:"unit"`
-						PricePerUnit map[string]string `json:"pricePerUnit"`
-					} `json:"priceDimensions"`
-				} `json:"OnDemand"`
-			} `json:"terms"`
-		}
+		var product testPriceDocument
 		require.NoError(t, json.Unmarshal([]byte(doc), &product))
 		require.Equal(t, "Compute Instance", product.Product.ProductFamily)
 		require.Len(t, product.Terms.OnDemand, 1)
@@ -232,19 +235,7 @@ func TestGetProductsServesNodeCosts(t *testing.T) {
 			require.NoError(t, err)
 			got := map[string]string{}
 			for _, doc := range out.PriceList {
-				var product struct {
-					Product struct {
-						Attributes map[string]string `json:"attributes"`
-					} `json:"product"`
-					Terms struct {
-						OnDemand map[string]struct {
-							PriceDimensions map[string]struct {
-								Unit         string            `json:"unit"`
-								PricePerUnit map[string]string `json:"pricePerUnit"`
-							} `json:"priceDimensions"`
-						} `json:"OnDemand"`
-					} `json:"terms"`
-				}
+				var product testPriceDocument
 				require.NoError(t, json.Unmarshal([]byte(doc), &product))
 				for _, term := range product.Terms.OnDemand {
 					for _, dim := range term.PriceDimensions {

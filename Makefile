@@ -25,6 +25,10 @@ bench: ## Benchmark the planner on the shared workloads (1k/5k/10k pods, full ca
 bench-consolidation: ## Consolidation's growth curve in memory (about 500 to 5,000 nodes): first decision, later passes, cost vs a fresh plan; writes _output/bench/consolidation.json. NODES=, SHAPES=, DECISIONS= narrow it.
 	@hack/bench-consolidation.sh
 
+.PHONY: bench-nodecost
+bench-nodecost: ## What nodes really cost (tiny 3k, diverse 1k, webmix 1k with EKS DaemonSets, 20 GiB gp3 roots): instance-priced vs whole-node plans, both priced whole; writes _output/bench/nodecost.json. PUBLIC_SUBNETS=1, WORKLOADS="shape:pods ...".
+	@hack/bench-nodecost.sh
+
 .PHONY: bench-scheduler
 bench-scheduler: ## Scheduler throughput on existing nodes with and without NodeProvisioning (scheduler_perf; NODES=5000, ROUNDS=1, PERCENTAGE_OF_NODES_TO_SCORE=as shipped): _output/bench/scheduler.json.
 	@hack/bench-scheduler.sh

@@ -59,10 +59,61 @@ type Offering struct {
 	Zone string
 	// CapacityType is karpv1.CapacityTypeSpot or karpv1.CapacityTypeOnDemand.
 	CapacityType string
-	// Price is the hourly price in USD.
+	// Price is the instance's hourly price in USD.
 	Price float64
+	// NodeCosts are what a node of this offering costs besides its instance.
+	NodeCosts NodeCosts
 	// Available is false while the offering is known to be out of capacity.
 	Available bool
+}
+
+// NodePrice is what a node of the offering costs per hour: its instance and its NodeCosts.
+func (o Offering) NodePrice() float64 { return o.Price + o.NodeCosts.Total() }
+
+// NodeCosts are the hourly prices in USD a node pays besides its instance, the same for
+// every instance type launched from one node class into one subnet.
+type NodeCosts struct {
+	// Volumes are the node's EBS volumes: storage, and IOPS and throughput above what the
+	// volume type includes.
+	Volumes float64
+	// PublicIPv4 is the public IPv4 address the node gets, 0 without one.
+	PublicIPv4 float64
+	// Monitoring is CloudWatch detailed monitoring, 0 when it is off.
+	Monitoring float64
+}
+
+// Total is the sum of the costs.
+func (c NodeCosts) Total() float64 { return c.Volumes + c.PublicIPv4 + c.Monitoring }
+
+// PriceParts split a node's hourly price in USD into what it pays for. They sum to the
+// node's price.
+type PriceParts struct {
+	// Instance is the instance's price less the DaemonSets' share of it.
+	Instance float64 `json:"instance"`
+	// Volumes, PublicIPv4 and Monitoring are the node's NodeCosts.
+	Volumes    float64 `json:"volumes"`
+	PublicIPv4 float64 `json:"publicIPv4"`
+	Monitoring float64 `json:"monitoring"`
+	// DaemonSets is the share of the instance's price that the DaemonSet pods take: the
+	// largest fraction of the node's allocatable CPU, memory or pods they request.
+	DaemonSets float64 `json:"daemonSets"`
+}
+
+// Total is the node's hourly price.
+func (p PriceParts) Total() float64 {
+	return p.Instance + p.Volumes + p.PublicIPv4 + p.Monitoring + p.DaemonSets
+}
+
+// PlannedPriceAnnotationKey on a NodeClaim holds, as JSON PriceParts, the hourly price of the
+// offering its plan expected; the offering launched may differ when that one had no capacity.
+const PlannedPriceAnnotationKey = "tailor.sh/planned-price"
+
+// NewPriceParts splits a node's price: instance is the instance's price, costs the other
+// costs of the node, and daemonSetShare (0 to 1) the share of the instance the DaemonSet
+// pods take.
+func NewPriceParts(instance float64, costs NodeCosts, daemonSetShare float64) PriceParts {
+	ds := instance * min(max(daemonSetShare, 0), 1)
+	return PriceParts{Instance: instance - ds, Volumes: costs.Volumes, PublicIPv4: costs.PublicIPv4, Monitoring: costs.Monitoring, DaemonSets: ds}
 }
 
 // Allocatable is what pods may request on a node of this type.
@@ -81,7 +132,7 @@ func (t *InstanceType) Allocatable() corev1.ResourceList {
 	return out
 }
 
-// CheapestOffering returns the cheapest available offering that keep accepts, and false
+// CheapestOffering returns the available offering with the lowest NodePrice that keep accepts, and false
 // when there is none.
 func (t *InstanceType) CheapestOffering(keep func(Offering) bool) (Offering, bool) {
 	var best Offering
@@ -90,7 +141,7 @@ func (t *InstanceType) CheapestOffering(keep func(Offering) bool) (Offering, boo
 		if !o.Available || (keep != nil && !keep(o)) {
 			continue
 		}
-		if !found || o.Price < best.Price {
+		if !found || o.NodePrice() < best.NodePrice() {
 			best, found = o, true
 		}
 	}

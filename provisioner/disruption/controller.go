@@ -434,7 +434,8 @@ func movable(p *corev1.Pod) bool {
 	return true
 }
 
-// offeringPrice is the hourly price of the offering a node runs on; zero when unknown.
+// offeringPrice is the hourly price of a node of the offering a node runs on (its instance
+// and its node costs: volumes, public IPv4, monitoring); zero when unknown.
 func offeringPrice(pool *packing.NodePool, labels map[string]string) float64 {
 	for _, it := range pool.InstanceTypes {
 		if it.Name != labels[corev1.LabelInstanceTypeStable] {
@@ -442,7 +443,7 @@ func offeringPrice(pool *packing.NodePool, labels map[string]string) float64 {
 		}
 		for _, o := range it.Offerings {
 			if o.Zone == labels[corev1.LabelTopologyZone] && o.CapacityType == labels[karpv1.CapacityTypeLabelKey] {
-				return o.Price
+				return o.NodePrice()
 			}
 		}
 	}

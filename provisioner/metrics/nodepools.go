@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 )
 
@@ -20,6 +22,9 @@ var (
 	nodePoolLimitDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "nodepool", "limit"),
 		"A NodePool's limit per resource (cores, bytes, count); absent when unlimited.",
 		[]string{LabelNodePool, LabelResource}, nil)
+	nodePoolCostDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "nodepool", "cost_per_hour"),
+		"What a NodePool's NodeClaims cost per hour in USD as planned, by part: instance (less the DaemonSets' share), volumes, publicIPv4, monitoring, daemonSets. NodeClaims without the tailor.sh/planned-price annotation are left out.",
+		[]string{LabelNodePool, "part"}, nil)
 	// Karpenter's names of the same figures, for its dashboards and alerts.
 	karpenterNodePoolUsageDesc = prometheus.NewDesc("karpenter_nodepools_usage",
 		"The amount of resources that have been provisioned for a nodepool, per resource type; the same figure as tailor_nodepool_usage.",
@@ -49,6 +54,7 @@ func NewNodePoolCollector(kube client.Reader) *NodePoolCollector {
 func (c *NodePoolCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- nodePoolUsageDesc
 	ch <- nodePoolLimitDesc
+	ch <- nodePoolCostDesc
 	ch <- karpenterNodePoolUsageDesc
 	ch <- karpenterNodePoolLimitDesc
 }
@@ -69,8 +75,18 @@ func (c *NodePoolCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	usage := map[string]corev1.ResourceList{}
+	costs := map[string]cloudprovider.PriceParts{}
 	for i := range claims.Items {
 		pool := claims.Items[i].Labels[karpv1.NodePoolLabelKey]
+		if parts, ok := plannedPrice(&claims.Items[i]); ok {
+			total := costs[pool]
+			total.Instance += parts.Instance
+			total.Volumes += parts.Volumes
+			total.PublicIPv4 += parts.PublicIPv4
+			total.Monitoring += parts.Monitoring
+			total.DaemonSets += parts.DaemonSets
+			costs[pool] = total
+		}
 		if usage[pool] == nil {
 			usage[pool] = corev1.ResourceList{}
 		}
@@ -87,10 +103,28 @@ func (c *NodePoolCollector) Collect(ch chan<- prometheus.Metric) {
 				ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, q.AsApproximateFloat64(), np.Name, string(name))
 			}
 		}
+		if c, ok := costs[np.Name]; ok {
+			for part, v := range map[string]float64{"instance": c.Instance, "volumes": c.Volumes, "publicIPv4": c.PublicIPv4, "monitoring": c.Monitoring, "daemonSets": c.DaemonSets} {
+				ch <- prometheus.MustNewConstMetric(nodePoolCostDesc, prometheus.GaugeValue, v, np.Name, part)
+			}
+		}
 		for name, q := range np.Spec.Limits {
 			for _, desc := range []*prometheus.Desc{nodePoolLimitDesc, karpenterNodePoolLimitDesc} {
 				ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, q.AsApproximateFloat64(), np.Name, string(name))
 			}
 		}
 	}
+}
+
+// plannedPrice reads the price parts a NodeClaim was planned at; false without them.
+func plannedPrice(nc *karpv1.NodeClaim) (cloudprovider.PriceParts, bool) {
+	value, ok := nc.Annotations[cloudprovider.PlannedPriceAnnotationKey]
+	if !ok {
+		return cloudprovider.PriceParts{}, false
+	}
+	var parts cloudprovider.PriceParts
+	if err := json.Unmarshal([]byte(value), &parts); err != nil {
+		return cloudprovider.PriceParts{}, false
+	}
+	return parts, true
 }

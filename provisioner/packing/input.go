@@ -109,7 +109,11 @@ type Choice struct {
 	InstanceType string
 	Zone         string
 	CapacityType string
-	Price        float64
+	// Price is what a node of the offering costs per hour: its instance and the node costs
+	// of the offering (volumes, public IPv4, monitoring), the sum of Parts.
+	Price float64
+	// Parts split Price; the DaemonSets' share is taken out of the instance's.
+	Parts cloudprovider.PriceParts
 }
 
 // Placement is a set of pods planned onto a node or NodeClaim of the input.

@@ -2,9 +2,12 @@ package packing
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -110,10 +113,13 @@ type claimSummary struct {
 	Pods     int
 }
 
+// summarize leaves the parts of prices out; TestSolvePricesWholeNodes checks them.
 func summarize(p Plan) summary {
 	var s summary
 	for _, c := range p.NewNodeClaims {
-		s.NodeClaims = append(s.NodeClaims, claimSummary{NodePool: c.NodePool.Name, Cheapest: c.Cheapest, Pods: len(c.Pods)})
+		cheapest := c.Cheapest
+		cheapest.Parts = cloudprovider.PriceParts{}
+		s.NodeClaims = append(s.NodeClaims, claimSummary{NodePool: c.NodePool.Name, Cheapest: cheapest, Pods: len(c.Pods)})
 	}
 	for _, f := range p.Existing {
 		if s.Existing == nil {
@@ -337,5 +343,69 @@ func TestSolveRequirementsKeepOnlyWhatFits(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, plan.NewNodeClaims[0].Requirements); diff != "" {
 		t.Errorf("Requirements mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// withNodeCosts gives every offering of the types the node costs.
+func withNodeCosts(costs cloudprovider.NodeCosts, types ...*cloudprovider.InstanceType) []*cloudprovider.InstanceType {
+	for _, it := range types {
+		for i := range it.Offerings {
+			it.Offerings[i].NodeCosts = costs
+		}
+	}
+	return types
+}
+
+func TestSolvePricesWholeNodes(t *testing.T) {
+	// "two" holds one pod of 1 vCPU at 0.05, "eight" seven at 0.40: by instance price six
+	// pods are cheapest on six "two", but each node's volume makes one "eight" cheaper.
+	catalog := func(costs cloudprovider.NodeCosts) []*cloudprovider.InstanceType {
+		return withNodeCosts(costs, instanceType("two", "amd64", 2, 8, 10, 0.05), instanceType("eight", "amd64", 8, 32, 40, 0.40))
+	}
+	volume := cloudprovider.NodeCosts{Volumes: 0.03}
+	tests := []struct {
+		name       string
+		types      []*cloudprovider.InstanceType
+		daemonSets []*appsv1.DaemonSet
+		want       []Choice
+	}{
+		{
+			name:  "instance prices only",
+			types: catalog(cloudprovider.NodeCosts{}),
+			want: slices.Repeat([]Choice{{InstanceType: "two", Zone: "zone-a", CapacityType: "on-demand", Price: 0.05,
+				Parts: cloudprovider.PriceParts{Instance: 0.05}}}, 6),
+		},
+		{
+			name:  "a volume per node",
+			types: catalog(volume),
+			want: []Choice{{InstanceType: "eight", Zone: "zone-a", CapacityType: "on-demand", Price: 0.43,
+				Parts: cloudprovider.PriceParts{Instance: 0.40, Volumes: 0.03}}},
+		},
+		{
+			name:  "DaemonSets take their share of the instance",
+			types: catalog(volume),
+			daemonSets: []*appsv1.DaemonSet{{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "agent", UID: "agent"}, Spec: appsv1.DaemonSetSpec{
+				Template: corev1.PodTemplateSpec{Spec: pod("agent", "395m", "64Mi").Spec},
+			}}},
+			// 395m of 7900m allocatable is 5%, more than the 1 pod of 40 and 64Mi of 31.5Gi.
+			want: []Choice{{InstanceType: "eight", Zone: "zone-a", CapacityType: "on-demand", Price: 0.43,
+				Parts: cloudprovider.PriceParts{Instance: 0.38, Volumes: 0.03, DaemonSets: 0.02}}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			plan := Solve(Input{
+				Pods:       pods("web", 6, "1", "1Gi"),
+				NodePools:  []NodePool{{NodePool: nodePool("general"), InstanceTypes: tt.types}},
+				DaemonSets: tt.daemonSets,
+			})
+			var got []Choice
+			for _, nc := range plan.NewNodeClaims {
+				got = append(got, nc.Cheapest)
+			}
+			if diff := cmp.Diff(tt.want, got, cmpopts.EquateApprox(0, 1e-9)); diff != "" {
+				t.Errorf("offerings (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

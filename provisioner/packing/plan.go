@@ -96,7 +96,7 @@ func (s *solver) finalize(n *node) NewNodeClaim {
 		}
 	}
 	cheapest := types[0]
-	claim.Cheapest = Choice{InstanceType: cheapest.typ.it.Name, Zone: cheapest.zone, CapacityType: cheapest.capacityType, Price: cheapest.price}
+	claim.Cheapest = cheapest.choice()
 	claim.Requests = s.dims.list(used.plus(cheapest.ds))
 	claim.Requirements = append(slices.Clone(p.nodePool.Spec.Template.Spec.Requirements),
 		inRequirement(corev1.LabelInstanceTypeStable, allowed),
@@ -131,7 +131,7 @@ func (s *solver) priced(n *node) NewNodeClaim {
 		}
 	}
 	return NewNodeClaim{NodePool: n.pool.nodePool, Pods: n.pods(),
-		Cheapest: Choice{InstanceType: cheapest.typ.it.Name, Zone: cheapest.zone, CapacityType: cheapest.capacityType, Price: cheapest.price}}
+		Cheapest: cheapest.choice()}
 }
 
 // validOffer reports whether an offering of the node's pool can take the node's place: it

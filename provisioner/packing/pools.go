@@ -89,7 +89,11 @@ type offer struct {
 	typ          *typeInfo
 	zone         string
 	capacityType string
-	price        float64
+	// price is what a node of the offering costs: its instance and its node costs.
+	price float64
+	// instance is the instance's price, costs what the node pays besides.
+	instance float64
+	costs    cloudprovider.NodeCosts
 	// ds is what DaemonSet pods take on a node of this offering.
 	ds vec
 	// alloc is what is left for the batch's pods: allocatable less DaemonSet overhead.
@@ -106,6 +110,26 @@ func (o *offer) label(key string) (string, bool) {
 	}
 	v, ok := o.typ.labels[key]
 	return v, ok
+}
+
+// choice is the offering as a plan reports it, its price split into parts.
+func (o *offer) choice() Choice {
+	return Choice{
+		InstanceType: o.typ.it.Name, Zone: o.zone, CapacityType: o.capacityType, Price: o.price,
+		Parts: cloudprovider.NewPriceParts(o.instance, o.costs, o.daemonSetShare()),
+	}
+}
+
+// daemonSetShare is the largest fraction of the node's allocatable CPU, memory or pods that
+// its DaemonSet pods request.
+func (o *offer) daemonSetShare() float64 {
+	share := 0.0
+	for _, i := range []int{dimCPU, dimMemory, dimPods} {
+		if i < len(o.ds) && o.typ.alloc[i] > 0 {
+			share = max(share, float64(o.ds[i])/float64(o.typ.alloc[i]))
+		}
+	}
+	return share
 }
 
 // nodeObject is a node with the offering's labels, built on first use, for matchers that
@@ -174,7 +198,7 @@ func newPool(np NodePool, d *dims, daemons []*daemon) *pool {
 			if !o.Available {
 				continue
 			}
-			of := &offer{typ: t, zone: o.Zone, capacityType: o.CapacityType, price: o.Price}
+			of := &offer{typ: t, zone: o.Zone, capacityType: o.CapacityType, price: o.NodePrice(), instance: o.Price, costs: o.NodeCosts}
 			if !requirements.MatchesFunc(reqs, of.label) {
 				continue
 			}

@@ -7,6 +7,7 @@ package provisioning
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -467,6 +468,10 @@ func (p *Provisioner) createNodeClaim(ctx context.Context, planned *packing.NewN
 	if err != nil {
 		return nil, err
 	}
+	price, err := json.Marshal(planned.Cheapest.Parts)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the planned price: %w", err)
+	}
 	nc := &karpv1.NodeClaim{
 		ObjectMeta: metav1.ObjectMeta{
 			GenerateName: np.Name + "-",
@@ -475,6 +480,7 @@ func (p *Provisioner) createNodeClaim(ctx context.Context, planned *packing.NewN
 				karpv1.NodePoolHashAnnotationKey:        np.Hash(),
 				karpv1.NodePoolHashVersionAnnotationKey: karpv1.NodePoolHashVersion,
 				nomination.PlannedPodsAnnotationKey:     podsValue,
+				cloudprovider.PlannedPriceAnnotationKey: string(price),
 			},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: karpv1.SchemeGroupVersion.String(), Kind: "NodePool", Name: np.Name, UID: np.UID,

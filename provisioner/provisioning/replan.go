@@ -122,7 +122,8 @@ func plannedSince(nc *karpv1.NodeClaim) time.Time {
 	return nc.CreationTimestamp.Time
 }
 
-// claimPrice is the hourly price of a NodeClaim: that of the offering it launched on, or of
+// claimPrice is the hourly price of a NodeClaim's node (instance and node costs): that of the
+// offering it launched on, or of
 // the cheapest offering its requirements allow while it is not launched; false when its
 // NodePool's instance types offer none.
 func claimPrice(in packing.Input, nc *karpv1.NodeClaim) (float64, bool) {
@@ -154,7 +155,7 @@ func claimPrice(in packing.Input, nc *karpv1.NodeClaim) (float64, bool) {
 					!launched(corev1.LabelTopologyZone) || !launched(karpv1.CapacityTypeLabelKey) {
 					continue
 				}
-				best = min(best, o.Price)
+				best = min(best, o.NodePrice())
 			}
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 )
 
@@ -20,7 +21,8 @@ type Output struct {
 	Existing []Existing `json:"existing,omitempty"`
 	// Unschedulable pods, with the reason.
 	Unschedulable []Unschedulable `json:"unschedulable"`
-	// TotalPricePerHour of the new NodeClaims, rounded to 4 decimals.
+	// TotalPricePerHour of the new NodeClaims (their nodes' whole price), rounded to 4
+	// decimals.
 	TotalPricePerHour float64 `json:"totalPricePerHour"`
 	// Nodes is the number of new NodeClaims.
 	Nodes int `json:"nodes"`
@@ -30,11 +32,15 @@ type Output struct {
 
 // NodeClaim is a NodeClaim the plan launches.
 type NodeClaim struct {
-	NodePool     string  `json:"nodePool"`
-	InstanceType string  `json:"instanceType"`
-	Zone         string  `json:"zone"`
-	CapacityType string  `json:"capacityType"`
+	NodePool     string `json:"nodePool"`
+	InstanceType string `json:"instanceType"`
+	Zone         string `json:"zone"`
+	CapacityType string `json:"capacityType"`
+	// PricePerHour is what the node costs: the sum of PriceParts.
 	PricePerHour float64 `json:"pricePerHour"`
+	// PriceParts split the price: the instance (less the DaemonSets' share), its volumes, its
+	// public IPv4 address, detailed monitoring, and the DaemonSet pods' share of the instance.
+	PriceParts cloudprovider.PriceParts `json:"priceParts"`
 	// InstanceTypes the NodeClaim allows, cheapest first: those its CreateFleet requests
 	// are offered (at most maxOverrides type and subnet pairs each, keeping minValues).
 	InstanceTypes []string `json:"instanceTypes"`
@@ -74,7 +80,7 @@ func Render(plan packing.Plan, solveSeconds float64) Output {
 			types[i] = it.Name
 		}
 		out.NodeClaims = append(out.NodeClaims, NodeClaim{
-			NodePool: nc.NodePool.Name, InstanceType: c.InstanceType, Zone: c.Zone, CapacityType: c.CapacityType, PricePerHour: c.Price,
+			NodePool: nc.NodePool.Name, InstanceType: c.InstanceType, Zone: c.Zone, CapacityType: c.CapacityType, PricePerHour: c.Price, PriceParts: c.Parts,
 			InstanceTypes: types, MinValuesRelaxed: nc.MinValuesRelaxed, Pods: podNames(nc.Pods),
 		})
 	}

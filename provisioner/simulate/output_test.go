@@ -45,7 +45,8 @@ func TestRenderGolden(t *testing.T) {
 				NewNodeClaims: []packing.NewNodeClaim{
 					{
 						NodePool: general, Pods: []*corev1.Pod{pod("default", "web-1-0"), pod("default", "web-1-1")},
-						Cheapest:      packing.Choice{InstanceType: "m7g.xlarge", Zone: "us-east-1b", CapacityType: "spot", Price: 0.07123},
+						Cheapest: packing.Choice{InstanceType: "m7g.xlarge", Zone: "us-east-1b", CapacityType: "spot", Price: 0.07123,
+							Parts: cloudprovider.PriceParts{Instance: 0.0632, Volumes: 0.00219, PublicIPv4: 0.005, DaemonSets: 0.00084}},
 						InstanceTypes: instanceTypes("m7g.xlarge", "m6g.xlarge", "c7g.2xlarge"),
 					},
 					{

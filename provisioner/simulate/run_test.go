@@ -34,8 +34,8 @@ func run(t *testing.T, args ...string) (Output, string) {
 }
 
 // checkPlan asserts what holds of any plan, whatever the planner decides: every pending
-// pod appears exactly once, new NodeClaims come from the manifests' NodePools at a price of
-// the catalog, existing placements name listed nodes, and the totals add up.
+// pod appears exactly once, new NodeClaims come from the manifests' NodePools with an
+// instance price of the catalog and a price that sums its parts, existing placements name listed nodes, and the totals add up.
 func checkPlan(t *testing.T, out Output, pending, pools, nodes []string, cat *catalog.Catalog) {
 	t.Helper()
 	var placed []string
@@ -58,8 +58,12 @@ func checkPlan(t *testing.T, out Output, pending, pools, nodes []string, cat *ca
 			t.Errorf("NodeClaim of instance type %q, which is not in the catalog", nc.InstanceType)
 			continue
 		}
-		if price, ok := offeringPrice(it, nc.Zone, nc.CapacityType); !ok || price != nc.PricePerHour {
-			t.Errorf("NodeClaim %s %s %s at %v: the catalog offers it at %v (offered: %t)", nc.InstanceType, nc.Zone, nc.CapacityType, nc.PricePerHour, price, ok)
+		instance := nc.PriceParts.Instance + nc.PriceParts.DaemonSets
+		if price, ok := offeringPrice(it, nc.Zone, nc.CapacityType); !ok || math.Abs(price-instance) > 1e-9 {
+			t.Errorf("NodeClaim %s %s %s with an instance at %v: the catalog offers it at %v (offered: %t)", nc.InstanceType, nc.Zone, nc.CapacityType, instance, price, ok)
+		}
+		if math.Abs(nc.PriceParts.Total()-nc.PricePerHour) > 1e-9 {
+			t.Errorf("NodeClaim %s at %v: want the sum of its parts %+v", nc.InstanceType, nc.PricePerHour, nc.PriceParts)
 		}
 	}
 	for _, e := range out.Existing {
@@ -261,5 +265,59 @@ func TestRunGeneratedWorkload(t *testing.T) {
 	checkPlan(t, out, pending, pools, nil, cat)
 	if len(out.NodeClaims) == 0 {
 		t.Error("no NodeClaims for 200 pending pods")
+	}
+}
+
+// TestRunPricesWholeNodes plans the manifests with the options that change what a node
+// costs and checks each NodeClaim's parts: the AL2023 root volume of 20Gi gp3, a public
+// address with --public-subnets, a larger DaemonSet share with --eks-daemonsets (the
+// manifests have a DaemonSet of their own), and with
+// --price-instances-only a plan made by instance prices but reported at whole prices.
+func TestRunPricesWholeNodes(t *testing.T) {
+	manifests := filepath.Join("testdata", "cluster.yaml")
+	catalogPath := filepath.Join("testdata", "catalog.json")
+	cat, err := catalog.LoadFile(catalogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending := []string{"default/web-0", "default/web-1", "default/web-2", "shop/api-0", "shop/arm-0", "ml/inference-0", "default/huge"}
+	rootVolume := 20 * 0.08 / 730
+	tests := []struct {
+		name           string
+		args           []string
+		wantPublicIPv4 float64
+		moreDaemonSets bool
+	}{
+		{name: "root volume only"},
+		{name: "public subnets", args: []string{"--public-subnets"}, wantPublicIPv4: 0.005},
+		{name: "EKS DaemonSets", args: []string{"--eks-daemonsets"}, moreDaemonSets: true},
+		{name: "planned by instance prices", args: []string{"--price-instances-only", "--public-subnets"}, wantPublicIPv4: 0.005},
+	}
+	share := func(out Output) map[string]float64 {
+		got := map[string]float64{}
+		for _, nc := range out.NodeClaims {
+			got[nc.InstanceType] = nc.PriceParts.DaemonSets / (nc.PriceParts.Instance + nc.PriceParts.DaemonSets)
+		}
+		return got
+	}
+	base, _ := run(t, "--catalog", catalogPath, "-f", manifests)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, _ := run(t, append([]string{"--catalog", catalogPath, "-f", manifests}, tt.args...)...)
+			checkPlan(t, out, pending, []string{"general", "gpu"}, []string{"ip-10-0-1-1"}, cat)
+			if len(out.NodeClaims) == 0 {
+				t.Fatal("no NodeClaims")
+			}
+			for _, nc := range out.NodeClaims {
+				p := nc.PriceParts
+				if math.Abs(p.Volumes-rootVolume) > 1e-12 || p.PublicIPv4 != tt.wantPublicIPv4 || p.Monitoring != 0 {
+					t.Errorf("NodeClaim %s: parts %+v, want volumes %v, publicIPv4 %v and no monitoring", nc.InstanceType, p, rootVolume, tt.wantPublicIPv4)
+				}
+				was, ok := share(base)[nc.InstanceType]
+				if now := share(out)[nc.InstanceType]; ok && (now > was) != tt.moreDaemonSets {
+					t.Errorf("NodeClaim %s: DaemonSets' share %v, %v without options; want more: %t", nc.InstanceType, now, was, tt.moreDaemonSets)
+				}
+			}
+		})
 	}
 }

@@ -5,15 +5,19 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/nodecost"
 )
 
 // Price List API constants. The term and rate codes are the ones AWS uses for on-demand
 // hourly prices; the SKU is derived from the instance type.
 const (
 	priceServiceCode    = "AmazonEC2"
+	vpcServiceCode      = "AmazonVPC"
 	priceFormatVersion  = "aws_v1"
 	onDemandTermCode    = "JRTCKXETXF"
 	onDemandRateCode    = "6YS6EN2CT7"
@@ -50,12 +54,16 @@ var marketNames = map[string]string{"OnDemand": "On Demand", "CapacityBlock": "C
 const capacityBlockPriceRatio = 0.45
 
 // product is one Price List product: a Linux, shared-tenancy instance type, sold on demand
-// (marketoption OnDemand) or as a capacity block (CapacityBlock).
+// (marketoption OnDemand) or as a capacity block (CapacityBlock); an EBS volume type's
+// storage, IOPS or throughput; or a public IPv4 address (AmazonVPC).
 type product struct {
-	sku        string
-	attributes map[string]string
-	price      float64
-	typeName   string
+	sku         string
+	service     string
+	family      string
+	attributes  map[string]string
+	price       float64
+	unit        string
+	description string
 }
 
 type getProductsRequest struct {
@@ -162,23 +170,76 @@ func (s *Server) buildProducts() []product {
 			attrs["gpu"] = strconv.Itoa(t.GPU.Count)
 			attrs["gpuMemory"] = formatGiB(int64(t.GPU.Count) * t.GPU.MemoryMiB)
 		}
-		out = append(out, product{
-			sku:        strings.ToUpper(hexDigits(16, "sku", s.region, t.Name)),
-			attributes: attrs,
-			price:      t.OnDemandPricePerHour,
-			typeName:   t.Name,
-		})
+		out = append(out, instanceProduct(strings.ToUpper(hexDigits(16, "sku", s.region, t.Name)), attrs, t.OnDemandPricePerHour))
 		if capacityBlockCategories[t.Category] {
 			block := maps.Clone(attrs)
 			block["marketoption"] = "CapacityBlock"
-			out = append(out, product{
-				sku:        strings.ToUpper(hexDigits(16, "sku", s.region, t.Name, "capacity-block")),
-				attributes: block,
-				price:      math.Round(t.OnDemandPricePerHour*capacityBlockPriceRatio*10000) / 10000,
-				typeName:   t.Name,
-			})
+			price := math.Round(t.OnDemandPricePerHour*capacityBlockPriceRatio*10000) / 10000
+			out = append(out, instanceProduct(strings.ToUpper(hexDigits(16, "sku", s.region, t.Name, "capacity-block")), block, price))
 		}
 	}
+	return out
+}
+
+func instanceProduct(sku string, attrs map[string]string, price float64) product {
+	return product{
+		sku: sku, service: priceServiceCode, family: "Compute Instance", attributes: attrs, price: price, unit: "Hrs",
+		description: fmt.Sprintf("$%s per %s Linux %s Instance Hour", strconv.FormatFloat(price, 'f', -1, 64), marketNames[attrs["marketoption"]], attrs["instanceType"]),
+	}
+}
+
+// nodeCostProducts describe the prices of the node cost table as Price List products: per
+// EBS volume type its storage (GB-Mo), and the IOPS (IOPS-Mo) and throughput (MiBps-Mo) of
+// the types that price them, under AmazonEC2; a public IPv4 address in use (Hrs) under
+// AmazonVPC. io2's IOPS are one product per tier, as AWS lists them.
+func (s *Server) nodeCostProducts(table *nodecost.Table) []product {
+	location, ok := regionNames[s.region]
+	if !ok {
+		location = s.region
+	}
+	var out []product
+	add := func(service, family, usage, volumeType, unit string, price float64) {
+		attrs := map[string]string{
+			"servicecode":  service,
+			"location":     location,
+			"locationType": "AWS Region",
+			"regionCode":   s.region,
+			"usagetype":    usage,
+		}
+		if volumeType != "" {
+			attrs["volumeApiName"] = volumeType
+		}
+		out = append(out, product{
+			sku: strings.ToUpper(hexDigits(16, "sku", s.region, service, usage)), service: service, family: family,
+			attributes: attrs, price: price, unit: unit,
+			description: fmt.Sprintf("$%s per %s of %s", strconv.FormatFloat(price, 'f', -1, 64), unit, usage),
+		})
+	}
+	for _, volumeType := range slices.Sorted(maps.Keys(table.EBS)) {
+		p := table.EBS[volumeType]
+		usage := "EBS:VolumeUsage." + volumeType
+		if volumeType == "standard" {
+			usage = "EBS:VolumeUsage"
+		}
+		add(priceServiceCode, "Storage", usage, volumeType, "GB-Mo", p.PerGiBMonth)
+		if p.PerIopsMonthAboveFree > 0 {
+			add(priceServiceCode, "System Operation", "EBS:VolumeP-IOPS."+volumeType, volumeType, "IOPS-Mo", p.PerIopsMonthAboveFree)
+		}
+		if p.PerIopsMonth > 0 {
+			add(priceServiceCode, "System Operation", "EBS:VolumeP-IOPS."+volumeType, volumeType, "IOPS-Mo", p.PerIopsMonth)
+		}
+		for i, tier := range p.PerIopsMonthTiers {
+			usage := "EBS:VolumeP-IOPS." + volumeType
+			if i > 0 {
+				usage += fmt.Sprintf(".tier%d", i+1)
+			}
+			add(priceServiceCode, "System Operation", usage, volumeType, "IOPS-Mo", tier.Price)
+		}
+		if p.PerMiBpsMonthAboveFree > 0 {
+			add(priceServiceCode, "Provisioned Throughput", "EBS:VolumeP-Throughput."+volumeType, volumeType, "MiBps-Mo", p.PerMiBpsMonthAboveFree)
+		}
+	}
+	add(vpcServiceCode, "VPC Public IPv4 Address", "PublicIPv4:InUseAddress", "", "Hrs", table.PublicIPv4.PerHour)
 	return out
 }
 
@@ -200,10 +261,10 @@ func (s *Server) pricingAction(operation string, body []byte) (any, error) {
 	return s.getProducts(req)
 }
 
-// getProducts serves GetProducts for AmazonEC2.
+// getProducts serves GetProducts for AmazonEC2 and AmazonVPC.
 func (s *Server) getProducts(req getProductsRequest) (*getProductsResponse, error) {
-	if req.ServiceCode != priceServiceCode {
-		return nil, newAPIError(codePricingNotFound, "The service code %q is not served by the local endpoint; only %s is.", req.ServiceCode, priceServiceCode)
+	if req.ServiceCode != priceServiceCode && req.ServiceCode != vpcServiceCode {
+		return nil, newAPIError(codePricingNotFound, "The service code %q is not served by the local endpoint; only %s and %s are.", req.ServiceCode, priceServiceCode, vpcServiceCode)
 	}
 	if req.FormatVersion != "" && req.FormatVersion != priceFormatVersion {
 		return nil, newAPIError(codePricingParam, "Unsupported format version %q.", req.FormatVersion)
@@ -217,6 +278,9 @@ func (s *Server) getProducts(req getProductsRequest) (*getProductsResponse, erro
 		matches = append(matches, m)
 	}
 	found := filterSlice(s.products, func(p product) bool {
+		if p.service != req.ServiceCode {
+			return false
+		}
 		for _, m := range matches {
 			if !m(p.attributes) {
 				return false
@@ -232,7 +296,7 @@ func (s *Server) getProducts(req getProductsRequest) (*getProductsResponse, erro
 	for _, p := range page {
 		doc, err := json.Marshal(s.priceDocument(p))
 		if err != nil {
-			return nil, fmt.Errorf("encoding price document of %s: %w", p.typeName, err)
+			return nil, fmt.Errorf("encoding price document %s: %w", p.sku, err)
 		}
 		resp.PriceList = append(resp.PriceList, string(doc))
 	}
@@ -287,19 +351,19 @@ func (s *Server) priceDocument(p product) priceDocument {
 	rateKey := termKey + "." + onDemandRateCode
 	return priceDocument{
 		Product: priceProduct{
-			ProductFamily: "Compute Instance",
+			ProductFamily: p.family,
 			Attributes:    p.attributes,
 			SKU:           p.sku,
 		},
-		ServiceCode: priceServiceCode,
+		ServiceCode: p.service,
 		Terms: map[string]map[string]priceTerm{
 			"OnDemand": {
 				termKey: {
 					PriceDimensions: map[string]priceDimension{
 						rateKey: {
-							Unit:         "Hrs",
+							Unit:         p.unit,
 							EndRange:     "Inf",
-							Description:  fmt.Sprintf("$%s per %s Linux %s Instance Hour", strconv.FormatFloat(p.price, 'f', -1, 64), marketNames[p.attributes["marketoption"]], p.typeName),
+							Description:  p.description,
 							AppliesTo:    []string{},
 							RateCode:     rateKey,
 							BeginRange:   "0",

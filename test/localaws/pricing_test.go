@@ -28,26 +28,29 @@ func linuxFilters() []pricingtypes.Filter {
 	}
 }
 
+// testPriceDocument is what the tests read of a price list document.
+type testPriceDocument struct {
+	Product struct {
+		ProductFamily string            `json:"productFamily"`
+		Attributes    map[string]string `json:"attributes"`
+		SKU           string            `json:"sku"`
+	} `json:"product"`
+	Terms struct {
+		OnDemand map[string]struct {
+			PriceDimensions map[string]struct {
+				Unit         string            `json:"unit"`
+				PricePerUnit map[string]string `json:"pricePerUnit"`
+			} `json:"priceDimensions"`
+		} `json:"OnDemand"`
+	} `json:"terms"`
+}
+
 // onDemandPrices reads the hourly USD price of each product document.
 func onDemandPrices(t *testing.T, priceList []string) map[string]string {
 	t.Helper()
 	prices := map[string]string{}
 	for _, doc := range priceList {
-		var product struct {
-			Product struct {
-				ProductFamily string            `json:"productFamily"`
-				Attributes    map[string]string `json:"attributes"`
-				SKU           string            `json:"sku"`
-			} `json:"product"`
-			Terms struct {
-				OnDemand map[string]struct {
-					PriceDimensions map[string]struct {
-						Unit         string            `json:"unit"`
-						PricePerUnit map[string]string `json:"pricePerUnit"`
-					} `json:"priceDimensions"`
-				} `json:"OnDemand"`
-			} `json:"terms"`
-		}
+		var product testPriceDocument
 		require.NoError(t, json.Unmarshal([]byte(doc), &product))
 		require.Equal(t, "Compute Instance", product.Product.ProductFamily)
 		require.Len(t, product.Terms.OnDemand, 1)
@@ -191,6 +194,58 @@ func TestGetProductsErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := h.pricing.GetProducts(h.ctx, &tt.input)
 			require.Equal(t, tt.wantCode, errorCode(t, err))
+		})
+	}
+}
+
+func TestGetProductsServesNodeCosts(t *testing.T) {
+	h := newHarness(t, Options{})
+	tests := []struct {
+		name    string
+		service string
+		filters []pricingtypes.Filter
+		want    map[string]string
+	}{
+		{
+			name:    "gp3 storage, IOPS and throughput",
+			service: "AmazonEC2",
+			filters: []pricingtypes.Filter{termMatch("regionCode", "us-east-1"), termMatch("volumeApiName", "gp3")},
+			want: map[string]string{
+				"EBS:VolumeUsage.gp3 GB-Mo":           "0.0800000000",
+				"EBS:VolumeP-IOPS.gp3 IOPS-Mo":        "0.0050000000",
+				"EBS:VolumeP-Throughput.gp3 MiBps-Mo": "0.0400000000",
+			},
+		},
+		{
+			name:    "public IPv4 under AmazonVPC",
+			service: "AmazonVPC",
+			filters: []pricingtypes.Filter{{Type: pricingtypes.FilterTypeContains, Field: aws.String("usagetype"), Value: aws.String("PublicIPv4:InUse")}},
+			want:    map[string]string{"PublicIPv4:InUseAddress Hrs": "0.0050000000"},
+		},
+		{
+			name:    "no instances under AmazonVPC",
+			service: "AmazonVPC",
+			filters: []pricingtypes.Filter{termMatch("instanceType", "m5.large")},
+			want:    map[string]string{},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := h.pricing.GetProducts(h.ctx, &pricing.GetProductsInput{ServiceCode: aws.String(tt.service), Filters: tt.filters})
+			require.NoError(t, err)
+			got := map[string]string{}
+			for _, doc := range out.PriceList {
+				var product testPriceDocument
+				require.NoError(t, json.Unmarshal([]byte(doc), &product))
+				for _, term := range product.Terms.OnDemand {
+					for _, dim := range term.PriceDimensions {
+						got[product.Product.Attributes["usagetype"]+" "+dim.Unit] = dim.PricePerUnit["USD"]
+					}
+				}
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("prices (-want +got):\n%s", diff)
+			}
 		})
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/catalog"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/nodecost"
 )
 
 const (
@@ -196,7 +197,11 @@ func New(opts Options) (*Server, error) {
 	}
 	s.seedNetwork(cat.Zones, max(1, opts.SubnetsPerZone))
 	s.seedImages()
-	s.products = s.buildProducts()
+	costs, err := nodecost.Embedded()
+	if err != nil {
+		return nil, fmt.Errorf("loading node cost table: %w", err)
+	}
+	s.products = append(s.buildProducts(), s.nodeCostProducts(costs)...)
 	return s, nil
 }
 

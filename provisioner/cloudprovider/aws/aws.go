@@ -29,6 +29,7 @@ import (
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/backoff"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/nodecost"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/transport"
 )
 
@@ -171,7 +172,9 @@ type Provider struct {
 	catalog  cached[map[string]*catalogEntry]
 	onDemand cached[map[string]float64]
 	spot     cached[map[string]map[string]float64]
-	sources  PriceSources
+	// nodeCosts prices what a node costs besides its instance; read with on-demand prices.
+	nodeCosts *nodecost.Table
+	sources   PriceSources
 	// refreshing is set while a background refresh of the catalog and prices runs.
 	refreshing bool
 	// refreshMu is held while the catalog and prices are read from AWS, so that callers
@@ -263,14 +266,16 @@ func (p *Provider) launchContext(ctx context.Context, ref *karpv1.NodeClassRefer
 	if err != nil {
 		return nil, err
 	}
+	costs := p.nodeCostTable()
 	zones := resolved.zones()
 	lc := &launchContext{class: class, resolved: resolved, entries: entries, types: make([]*cloudprovider.InstanceType, 0, len(entries))}
 	for _, e := range entries {
 		it := newInstanceType(e, class, zones, prices, p.overheadSettings())
 		for i := range it.Offerings {
 			o := &it.Offerings[i]
-			_, hasAddress := resolved.subnetFor(o.Zone)
+			subnet, hasAddress := resolved.subnetFor(o.Zone)
 			o.Available = hasAddress && !p.unavailable.has(offeringKey{instanceType: it.Name, zone: o.Zone, capacityType: o.CapacityType})
+			o.NodeCosts = costs.NodeCosts(class, resolved.publicIPv4[subnet.ID])
 		}
 		if _, ok := resolved.amis[it.Labels[corev1.LabelArchStable]]; ok && len(it.Offerings) > 0 {
 			lc.types = append(lc.types, it)
@@ -490,12 +495,17 @@ func (p *Provider) refreshLocked(ctx context.Context) error {
 	}
 	if needOnDemand && p.opts.IsolatedVPC {
 		p.mu.Lock()
+		p.nodeCosts = embeddedNodeCosts()
 		p.onDemand = cached[map[string]float64]{value: embeddedPrices().onDemand, at: now, valid: true}
 		refreshedMetric.WithLabelValues(kindOnDemand).SetToCurrentTime()
 		p.setSourceLocked(kindOnDemand, PriceSourceEmbedded)
 		p.mu.Unlock()
 	} else if needOnDemand {
 		prices, err := p.readOnDemandPrices(ctx, firstOnDemand)
+		if err == nil {
+			// Only once the Pricing API answered, so that an outage costs no more requests.
+			p.refreshNodeCosts(ctx, firstOnDemand)
+		}
 		p.setPrices(ctx, kindOnDemand, err, func(fallback bool) {
 			if fallback {
 				prices = embeddedPrices().onDemand

@@ -230,8 +230,9 @@ func allowedOfferings(nodeClaim *karpv1.NodeClaim, types []*cloudprovider.Instan
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
-		if out[i].offering.Price != out[j].offering.Price {
-			return out[i].offering.Price < out[j].offering.Price
+		// The whole node's price: in a zone whose subnet maps public addresses a node costs more.
+		if a, b := out[i].offering.NodePrice(), out[j].offering.NodePrice(); a != b {
+			return a < b
 		}
 		if out[i].it.Name != out[j].it.Name {
 			return out[i].it.Name < out[j].it.Name

@@ -34,6 +34,9 @@ type resolvedClass struct {
 	// amis by Kubernetes architecture (amd64, arm64).
 	amis map[string]awsv1.AMI
 
+	// publicIPv4 marks the subnets that map a public IPv4 address on launch, by id.
+	publicIPv4 map[string]bool
+
 	mu sync.Mutex
 	// free is each subnet's AvailableIpAddressCount when the selectors were resolved, less
 	// the addresses launches took since: a burst between two resolutions spreads over the
@@ -106,7 +109,7 @@ var errSelectorMatchedNothing = errors.New("selector matched nothing")
 
 // resolveClass resolves the selectors of an EC2NodeClass against EC2 and SSM.
 func (p *Provider) resolveClass(ctx context.Context, class *awsv1.EC2NodeClass) (*resolvedClass, error) {
-	subnets, free, err := p.resolveSubnets(ctx, class.Spec.SubnetSelectorTerms)
+	subnets, free, public, err := p.resolveSubnets(ctx, class.Spec.SubnetSelectorTerms)
 	if err != nil {
 		return nil, fmt.Errorf("resolving subnetSelectorTerms: %w", err)
 	}
@@ -125,7 +128,7 @@ func (p *Provider) resolveClass(ctx context.Context, class *awsv1.EC2NodeClass) 
 	if err != nil {
 		return nil, fmt.Errorf("resolving amiSelectorTerms: %w", err)
 	}
-	return &resolvedClass{family: family, subnets: subnets, securityGroups: groups, amis: amis, free: free}, nil
+	return &resolvedClass{family: family, subnets: subnets, securityGroups: groups, amis: amis, free: free, publicIPv4: public}, nil
 }
 
 // amiFamily is the node class's amiFamily, or the family of its alias. An amiFamily that
@@ -172,11 +175,12 @@ func tagFilters(tags map[string]string) []ec2types.Filter {
 	return out
 }
 
-// resolveSubnets returns the subnets the terms select, sorted by id, and the free addresses
-// of each.
-func (p *Provider) resolveSubnets(ctx context.Context, terms []awsv1.SubnetSelectorTerm) ([]awsv1.Subnet, map[string]int, error) {
+// resolveSubnets returns the subnets the terms select, sorted by id, the free addresses of
+// each, and which of them map a public IPv4 address on launch.
+func (p *Provider) resolveSubnets(ctx context.Context, terms []awsv1.SubnetSelectorTerm) ([]awsv1.Subnet, map[string]int, map[string]bool, error) {
 	seen := map[string]awsv1.Subnet{}
 	free := map[string]int{}
+	public := map[string]bool{}
 	for _, term := range terms {
 		filters := tagFilters(term.Tags)
 		if term.ID != "" {
@@ -186,23 +190,24 @@ func (p *Provider) resolveSubnets(ctx context.Context, terms []awsv1.SubnetSelec
 		for pages.HasMorePages() {
 			page, err := pages.NextPage(ctx)
 			if err != nil {
-				return nil, nil, fmt.Errorf("describing subnets: %w", err)
+				return nil, nil, nil, fmt.Errorf("describing subnets: %w", err)
 			}
 			for _, s := range page.Subnets {
 				seen[aws.ToString(s.SubnetId)] = awsv1.Subnet{ID: aws.ToString(s.SubnetId), Zone: aws.ToString(s.AvailabilityZone), ZoneID: aws.ToString(s.AvailabilityZoneId)}
 				free[aws.ToString(s.SubnetId)] = int(aws.ToInt32(s.AvailableIpAddressCount))
+				public[aws.ToString(s.SubnetId)] = aws.ToBool(s.MapPublicIpOnLaunch)
 			}
 		}
 	}
 	if len(seen) == 0 {
-		return nil, nil, errSelectorMatchedNothing
+		return nil, nil, nil, errSelectorMatchedNothing
 	}
 	out := make([]awsv1.Subnet, 0, len(seen))
 	for _, s := range seen {
 		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out, free, nil
+	return out, free, public, nil
 }
 
 func (p *Provider) resolveSecurityGroups(ctx context.Context, terms []awsv1.SecurityGroupSelectorTerm) ([]awsv1.SecurityGroup, error) {

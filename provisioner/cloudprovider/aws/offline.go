@@ -13,6 +13,7 @@ import (
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/catalog"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/nodecost"
 )
 
 // defaultVMMemoryOverheadPercent is the share of an instance's memory the hypervisor and OS
@@ -27,10 +28,15 @@ type OfflineOptions struct {
 	VMMemoryOverheadPercent float64
 	// ReservedENIs are network interfaces kept from pods.
 	ReservedENIs int
+	// NodeCosts prices what a node costs besides its instance; nil means the embedded table.
+	NodeCosts *nodecost.Table
+	// PublicSubnets says the subnets map a public IPv4 address on launch.
+	PublicSubnets bool
 }
 
 // CatalogInstanceTypes builds, without calling AWS, the instance types an EC2NodeClass can
 // launch according to a catalog: the labels, capacity, kubelet overhead and priced offerings
+// (node costs included)
 // that Provider.InstanceTypes computes from EC2 for the same instance types. There are no
 // subnets offline, so every zone of the catalog counts, and no AMIs are resolved, so both
 // architectures count. Spot prices are the catalog's spot offerings; the on-demand price is
@@ -59,11 +65,19 @@ func CatalogInstanceTypes(cat *catalog.Catalog, class *awsv1.EC2NodeClass, opts 
 		addCatalogPrices(prices, t)
 	}
 	settings := overheadSettings{vmMemoryOverheadPercent: opts.VMMemoryOverheadPercent, reservedENIs: int64(opts.ReservedENIs)}
+	table := opts.NodeCosts
+	if table == nil {
+		table = embeddedNodeCosts()
+	}
+	costs := table.NodeCosts(class, opts.PublicSubnets)
 	out := make([]*cloudprovider.InstanceType, 0, len(entries))
 	for _, e := range entries {
 		it := newInstanceType(e, class, zones, prices, settings)
 		if len(it.Offerings) == 0 {
 			continue
+		}
+		for i := range it.Offerings {
+			it.Offerings[i].NodeCosts = costs
 		}
 		sortOfferings(it.Offerings)
 		out = append(out, it)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -87,11 +88,20 @@ func TestCatalogInstanceTypesApplyOptionsAndTheNodeClass(t *testing.T) {
 	contradicting := defaultClass()
 	contradicting.Spec.AMIFamily = ptr.To("AL2")
 
-	// On-demand in every zone with an offering, spot where the catalog sells it.
+	// On-demand in every zone with an offering, spot where the catalog sells it; each node
+	// pays for AL2023's 20Gi gp3 root volume.
+	rootVolume := cloudprovider.NodeCosts{Volumes: 20 * 0.08 / 730}
 	m5Offerings := []cloudprovider.Offering{
-		{Zone: "zone-a", CapacityType: karpv1.CapacityTypeOnDemand, Price: 0.096, Available: true},
-		{Zone: "zone-b", CapacityType: karpv1.CapacityTypeOnDemand, Price: 0.096, Available: true},
-		{Zone: "zone-b", CapacityType: karpv1.CapacityTypeSpot, Price: 0.04, Available: true},
+		{Zone: "zone-a", CapacityType: karpv1.CapacityTypeOnDemand, Price: 0.096, NodeCosts: rootVolume, Available: true},
+		{Zone: "zone-b", CapacityType: karpv1.CapacityTypeOnDemand, Price: 0.096, NodeCosts: rootVolume, Available: true},
+		{Zone: "zone-b", CapacityType: karpv1.CapacityTypeSpot, Price: 0.04, NodeCosts: rootVolume, Available: true},
+	}
+	public := rootVolume
+	public.PublicIPv4 = 0.005
+	m5PublicOfferings := []cloudprovider.Offering{
+		{Zone: "zone-a", CapacityType: karpv1.CapacityTypeOnDemand, Price: 0.096, NodeCosts: public, Available: true},
+		{Zone: "zone-b", CapacityType: karpv1.CapacityTypeOnDemand, Price: 0.096, NodeCosts: public, Available: true},
+		{Zone: "zone-b", CapacityType: karpv1.CapacityTypeSpot, Price: 0.04, NodeCosts: public, Available: true},
 	}
 	type summary struct {
 		Name      string
@@ -145,6 +155,15 @@ func TestCatalogInstanceTypesApplyOptionsAndTheNodeClass(t *testing.T) {
 			}},
 		},
 		{
+			name:    "subnets that map public addresses",
+			catalog: cat(m5), class: defaultClass(), opts: OfflineOptions{PublicSubnets: true},
+			want: []summary{{
+				Name:      "m5.large",
+				Capacity:  map[string]string{"cpu": "2", "memory": "7577Mi", "pods": "29", "ephemeral-storage": "20Gi"},
+				Offerings: m5PublicOfferings,
+			}},
+		},
+		{
 			name:    "memory overhead out of range",
 			catalog: cat(m5), class: defaultClass(), opts: OfflineOptions{VMMemoryOverheadPercent: 1.5},
 			wantErr: "configuring offline instance types: vm memory overhead percent 1.5 must be in [0, 1)",
@@ -180,7 +199,7 @@ func TestCatalogInstanceTypesApplyOptionsAndTheNodeClass(t *testing.T) {
 				}
 				got = append(got, summary{Name: it.Name, Capacity: capacity, Offerings: it.Offerings})
 			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
+			if diff := cmp.Diff(tt.want, got, cmpopts.EquateApprox(0, 1e-15)); diff != "" {
 				t.Errorf("CatalogInstanceTypes() (-want +got):\n%s", diff)
 			}
 		})

@@ -18,6 +18,7 @@ import (
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/catalog"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/nodecost"
 )
 
 // priceBook holds hourly prices: on-demand per instance type, spot per type and zone.
@@ -256,4 +257,47 @@ func embeddedPrices() *priceBook {
 		addCatalogPrices(prices, &cat.InstanceTypes[i])
 	}
 	return prices
+}
+
+// embeddedNodeCosts is the node cost table embedded in the binary.
+func embeddedNodeCosts() *nodecost.Table {
+	t, err := nodecost.Embedded()
+	if err != nil {
+		// The embedded table is validated by the package's tests: a node then costs its
+		// instance only.
+		return &nodecost.Table{HoursPerMonth: 730}
+	}
+	return t
+}
+
+// nodeCostTable returns the node cost table in use: the one read from the Pricing API, or
+// the embedded one before that read or when it failed.
+func (p *Provider) nodeCostTable() *nodecost.Table {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.nodeCosts == nil {
+		p.nodeCosts = embeddedNodeCosts()
+	}
+	return p.nodeCosts
+}
+
+// refreshNodeCosts reads the prices of volumes and public IPv4 addresses from the Pricing
+// API over the embedded table, as readOnDemandPrices reads instance prices. A failed read
+// keeps the table in use.
+func (p *Provider) refreshNodeCosts(ctx context.Context, first bool) {
+	attempts := backgroundReadAttempts
+	if first {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, firstPriceReadTimeout)
+		defer cancel()
+		attempts = 1
+	}
+	table, err := nodecost.Read(ctx, p.pricing, p.opts.Region, embeddedNodeCosts(), attempts)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Failed to read node cost prices from AWS, keeping the prices in use")
+		return
+	}
+	p.mu.Lock()
+	p.nodeCosts = table
+	p.mu.Unlock()
 }

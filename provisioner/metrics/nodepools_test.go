@@ -1,0 +1,47 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+)
+
+func TestNodePoolCostPerHourSumsThePlannedPrices(t *testing.T) {
+	claim := func(name, price string) *karpv1.NodeClaim {
+		nc := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{karpv1.NodePoolLabelKey: "general"}}}
+		if price != "" {
+			nc.Annotations = map[string]string{cloudprovider.PlannedPriceAnnotationKey: price}
+		}
+		return nc
+	}
+	scheme := runtime.NewScheme()
+	if err := karpv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+		&karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "general"}},
+		claim("a", `{"instance":0.0375,"volumes":0.0022,"publicIPv4":0.005,"monitoring":0,"daemonSets":0.0025}`),
+		claim("b", `{"instance":0.0875,"volumes":0.0022,"publicIPv4":0,"monitoring":0.0029,"daemonSets":0.0025}`),
+		claim("unannotated", ""),
+		claim("garbled", "{"),
+	).Build()
+	want := `
+# HELP tailor_nodepool_cost_per_hour What a NodePool's NodeClaims cost per hour in USD as planned, by part: instance (less the DaemonSets' share), volumes, publicIPv4, monitoring, daemonSets. NodeClaims without the tailor.sh/planned-price annotation are left out.
+# TYPE tailor_nodepool_cost_per_hour gauge
+tailor_nodepool_cost_per_hour{nodepool="general",part="daemonSets"} 0.005
+tailor_nodepool_cost_per_hour{nodepool="general",part="instance"} 0.125
+tailor_nodepool_cost_per_hour{nodepool="general",part="monitoring"} 0.0029
+tailor_nodepool_cost_per_hour{nodepool="general",part="publicIPv4"} 0.005
+tailor_nodepool_cost_per_hour{nodepool="general",part="volumes"} 0.0044
+`
+	if err := testutil.CollectAndCompare(NewNodePoolCollector(kube), strings.NewReader(want), "tailor_nodepool_cost_per_hour"); err != nil {
+		t.Error(err)
+	}
+}

@@ -304,6 +304,9 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err := crmetrics.Registry.Register(metrics.NewNodePoolCollector(mgr.GetClient())); err != nil {
 		return fmt.Errorf("registering NodePool metrics: %w", err)
 	}
+	if err := crmetrics.Registry.Register(lifecycle.NewWaitingCollector(mgr.GetClient(), clk)); err != nil {
+		return fmt.Errorf("registering NodeClaim wait metrics: %w", err)
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding health check: %w", err)
 	}

@@ -65,13 +65,14 @@ generate: ## Regenerate CRDs, deepcopy, plugin-args code, gRPC code, the chart's
 	hack/update-proto.sh
 
 .PHONY: verify
-verify: ## Fail when generated code or manifests are stale, code is not gofmt'ed, go vet or helm lint complains.
+verify: ## Fail when generated code or manifests are stale, code is not gofmt'ed, go vet or helm lint complains, or promtool rejects the alerting rules.
 	hack/verify-gofmt.sh
 	go vet ./...
 	hack/verify-crds.sh
 	hack/verify-codegen.sh
 	hack/verify-proto.sh
 	hack/verify-chart.sh
+	hack/verify-rules.sh
 
 .PHONY: images
 images: ## Build the tailor-scheduler and tailor-provisioner images (images/*/Dockerfile) with docker; skipped without docker.

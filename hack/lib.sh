@@ -19,6 +19,9 @@ KWOK_VERSION=v0.8.0
 GOLANGCI_LINT_VERSION=v2.6.2
 # Helm renders and lints the chart; built from its Go module, never downloaded prebuilt.
 HELM_VERSION=v3.21.4
+# Prometheus and promtool check the chart's alerting rules and run them in test/alerts; built
+# from Prometheus' Go module (its v0.3xx module tags are the 3.x releases), never downloaded.
+PROMETHEUS_VERSION=v0.316.0
 
 log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -51,6 +54,21 @@ helm_tool() {
       "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >&2
   fi
   printf '%s\n' "$dir/helm"
+}
+
+# prometheus_tool installs the pinned prometheus and promtool once, built from Prometheus'
+# Go module (no prebuilt binary is downloaded), and prints the directory that holds both.
+# The first build compiles Prometheus' dependencies: several minutes on a loaded machine.
+prometheus_tool() {
+  local dir="$TAILOR_CACHE/tools/prometheus-$PROMETHEUS_VERSION-$GO_VERSION"
+  if [[ ! -x "$dir/prometheus" || ! -x "$dir/promtool" ]]; then
+    log "building prometheus and promtool $PROMETHEUS_VERSION (first time: several minutes)"
+    mkdir -p "$dir"
+    GOBIN="$dir" GOFLAGS=-mod=mod go install \
+      "github.com/prometheus/prometheus/cmd/prometheus@$PROMETHEUS_VERSION" \
+      "github.com/prometheus/prometheus/cmd/promtool@$PROMETHEUS_VERSION" >&2
+  fi
+  printf '%s\n' "$dir"
 }
 
 # ensure_command CMD DEBIAN_PACKAGE installs the Debian package when CMD is missing.

@@ -9,6 +9,9 @@ start=$(date +%s)
 "$TAILOR_ROOT/hack/build.sh"
 log "verifying generated code"
 make --no-print-directory verify
+# test/alerts runs Prometheus against the local stack: built once from its Go module.
+TAILOR_PROMETHEUS_DIR=$(prometheus_tool)
+export TAILOR_PROMETHEUS_DIR
 log "running tests"
 go test -count=1 -timeout 30m ./...
 log "all tests passed in $(( $(date +%s) - start ))s"

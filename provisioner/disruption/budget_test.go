@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -86,6 +87,53 @@ func TestAllowed(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("allowed (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestBudgetBlockedCountsCandidatesTheBudgetsHoldBack(t *testing.T) {
+	frozen := map[string]bool{"frozen": true}
+	budget := func(pool string, reason karpv1.DisruptionReason) int {
+		if frozen[pool] || (pool == "no-drift" && reason == karpv1.DisruptionReasonDrifted) {
+			return 0
+		}
+		return 1
+	}
+	pod := &corev1.Pod{}
+	tests := []struct {
+		name       string
+		candidates []Candidate
+		want       map[blockedKey]int
+	}{
+		{name: "no candidates", want: map[blockedKey]int{}},
+		{
+			name: "each reason held back by a budget of zero",
+			candidates: []Candidate{
+				{Node: "a", NodePool: "frozen", Drifted: true, Pods: []*corev1.Pod{pod}},
+				{Node: "b", NodePool: "frozen", MayRemoveEmpty: true, MayConsolidate: true},
+				{Node: "c", NodePool: "frozen", MayRemoveEmpty: true, MayConsolidate: true},
+				{Node: "d", NodePool: "frozen", MayRemoveEmpty: true, MayConsolidate: true, Pods: []*corev1.Pod{pod}},
+			},
+			want: map[blockedKey]int{
+				{"frozen", karpv1.DisruptionReasonDrifted}: 1, {"frozen", karpv1.DisruptionReasonEmpty}: 2, {"frozen", karpv1.DisruptionReasonUnderutilized}: 1,
+			},
+		},
+		{
+			name: "allowed reasons count zero, nodes not yet consolidatable not at all",
+			candidates: []Candidate{
+				{Node: "a", NodePool: "no-drift", Drifted: true},
+				{Node: "b", NodePool: "no-drift", MayRemoveEmpty: true},
+				{Node: "c", NodePool: "no-drift", Pods: []*corev1.Pod{pod}},
+				{Node: "d", NodePool: "frozen", Pods: []*corev1.Pod{pod}},
+			},
+			want: map[blockedKey]int{{"no-drift", karpv1.DisruptionReasonDrifted}: 1, {"no-drift", karpv1.DisruptionReasonEmpty}: 0},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, budgetBlocked(tt.candidates, budget), cmp.AllowUnexported(blockedKey{})); diff != "" {
+				t.Errorf("budgetBlocked (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -57,6 +57,10 @@ var (
 		Namespace: "tailor", Subsystem: "disruption", Name: "passes_total",
 		Help: "Disruption passes, by result: decided (a disruption began), idle (nothing to disrupt), busy (a disruption under way), failed.",
 	}, []string{"result"})
+	budgetBlockedCandidates = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "tailor", Subsystem: "disruption", Name: "budget_blocked_candidates",
+		Help: "Nodes the last disruption pass would disrupt for a reason (Drifted; Empty; Underutilized: consolidatable with pods) that their NodePool's disruption budgets allow none of now, by NodePool and reason.",
+	}, []string{metrics.LabelNodePool, "reason"})
 	decideSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: "tailor", Subsystem: "disruption", Name: "decide_duration_seconds",
 		Help:    "Time one pass took to decide the next disruption.",
@@ -73,7 +77,7 @@ const (
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(decisionsTotal, savingsTotal, passesTotal, decideSeconds)
+	crmetrics.Registry.MustRegister(decisionsTotal, savingsTotal, passesTotal, budgetBlockedCandidates, decideSeconds)
 }
 
 // ClusterReader is the planner's view of the whole cluster. Its objects are the cache's
@@ -204,6 +208,7 @@ func (c *Controller) pass(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	reportBudgetBlocked(cluster.Candidates, budget)
 	start := time.Now()
 	d, ok := Decide(cluster, budget, c.opts.Options)
 	took := time.Since(start)
@@ -355,6 +360,52 @@ func (c *Controller) view(ctx context.Context, in packing.Input) (Cluster, Budge
 		log.FromContext(ctx).Error(budgetErr, "reading disruption budgets; those NodePools are not disrupted")
 	}
 	return cluster, budget, nil
+}
+
+// blockedKey is a NodePool and a disruption reason.
+type blockedKey struct {
+	nodePool string
+	reason   karpv1.DisruptionReason
+}
+
+// budgetBlocked counts, per NodePool and reason, the candidates a pass would disrupt for
+// that reason (drifted; empty; consolidatable with pods) and whether the NodePool's budgets
+// allow any of them now: the count is 0 where they do.
+func budgetBlocked(candidates []Candidate, budget Budget) map[blockedKey]int {
+	out := map[blockedKey]int{}
+	allowed := map[blockedKey]bool{}
+	for _, cand := range candidates {
+		var reason karpv1.DisruptionReason
+		switch {
+		case cand.Drifted:
+			reason = karpv1.DisruptionReasonDrifted
+		case cand.MayRemoveEmpty && len(cand.Pods) == 0:
+			reason = karpv1.DisruptionReasonEmpty
+		case cand.MayConsolidate && len(cand.Pods) > 0:
+			reason = karpv1.DisruptionReasonUnderutilized
+		default:
+			continue
+		}
+		key := blockedKey{nodePool: cand.NodePool, reason: reason}
+		ok, seen := allowed[key]
+		if !seen {
+			ok = budget(cand.NodePool, reason) > 0
+			allowed[key] = ok
+			out[key] = 0
+		}
+		if !ok {
+			out[key]++
+		}
+	}
+	return out
+}
+
+// reportBudgetBlocked publishes budgetBlocked as tailor_disruption_budget_blocked_candidates.
+func reportBudgetBlocked(candidates []Candidate, budget Budget) {
+	budgetBlockedCandidates.Reset()
+	for key, n := range budgetBlocked(candidates, budget) {
+		budgetBlockedCandidates.WithLabelValues(key.nodePool, string(key.reason)).Set(float64(n))
+	}
 }
 
 // candidate decides whether a node may be disrupted at all, and how.

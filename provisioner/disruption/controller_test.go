@@ -371,6 +371,9 @@ func TestBudgetOfZeroDisruptsNothing(t *testing.T) {
 	if diff := cmp.Diff(map[string]float64{PassDecided: 0, PassBusy: 0, PassIdle: 1, PassFailed: 0}, passes()); diff != "" {
 		t.Errorf("passes by result (-want +got):\n%s", diff)
 	}
+	if got := testutil.ToFloat64(budgetBlockedCandidates.WithLabelValues(f.pool.Name, string(karpv1.DisruptionReasonEmpty))); got != 1 {
+		t.Errorf("tailor_disruption_budget_blocked_candidates{reason=Empty} = %v, want 1", got)
+	}
 }
 
 // countPasses returns a function that reports the passes, by result, since it was made.

@@ -396,8 +396,8 @@ func forgetBoundPods(ctx context.Context, mgr ctrl.Manager, prov *provisioning.P
 	return nil
 }
 
-// clusterMetrics serves the NodePool and cluster-state metrics from the caches, and times
-// pods' binding and startup from the pod informer.
+// clusterMetrics serves the NodePool, cluster-state and NodeClaim-wait metrics from the
+// caches, and times pods' binding and startup from the pod informer.
 func clusterMetrics(ctx context.Context, mgr ctrl.Manager, clk clock.PassiveClock) error {
 	var informers []toolscache.SharedIndexInformer
 	for _, obj := range []client.Object{&corev1.Pod{}, &corev1.Node{}, &karpv1.NodeClaim{}} {
@@ -430,7 +430,10 @@ func clusterMetrics(ctx context.Context, mgr ctrl.Manager, clk clock.PassiveCloc
 	if _, err := informers[0].AddEventHandler(metrics.NewPodTimings(clk, leading).Handler()); err != nil {
 		return fmt.Errorf("timing pods: %w", err)
 	}
-	for _, c := range []prometheus.Collector{metrics.NewNodePoolCollector(mgr.GetClient()), metrics.NewClusterCollector(mgr.GetClient(), synced, clk)} {
+	for _, c := range []prometheus.Collector{
+		metrics.NewNodePoolCollector(mgr.GetClient()), metrics.NewClusterCollector(mgr.GetClient(), synced, clk),
+		lifecycle.NewWaitingCollector(mgr.GetClient(), clk),
+	} {
 		if err := crmetrics.Registry.Register(c); err != nil {
 			return fmt.Errorf("registering cluster metrics: %w", err)
 		}

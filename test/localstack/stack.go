@@ -145,6 +145,9 @@ type Stack struct {
 	// ProvisionerMetricsURLs those of every replica.
 	ProvisionerMetricsURL  string
 	ProvisionerMetricsURLs []string
+	// SchedulerMetricsURL serves the (first) tailor-scheduler's Prometheus metrics over HTTPS
+	// with a self-signed certificate, to clients the API server authorizes (the admin).
+	SchedulerMetricsURL string
 	// AuditLog is the API server's audit log when Options.Audit is set.
 	AuditLog string
 	// order is the start order of this stack's components.
@@ -628,6 +631,9 @@ func (s *Stack) startScheduler(ctx context.Context, replica string) error {
 		return err
 	}
 	port := s.ports["scheduler-"+replica]
+	if replica == "a" {
+		s.SchedulerMetricsURL = fmt.Sprintf("https://127.0.0.1:%d/metrics", port)
+	}
 	var env []string
 	if s.ha() {
 		env = append(env, leader.ReplicaEnv+"="+replica)

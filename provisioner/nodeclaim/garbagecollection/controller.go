@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/backoff"
@@ -39,6 +41,25 @@ const (
 	DefaultLaunchTimeout       = 5 * time.Minute
 	DefaultRegistrationTimeout = 15 * time.Minute
 )
+
+var (
+	// orphanedInstances is how many instances of this cluster the last pass found without a
+	// NodeClaim, those still in their grace included: something launches behind Tailor's
+	// back, or NodeClaims were lost.
+	orphanedInstances = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "tailor_garbagecollection_orphaned_instances",
+		Help: "Instances tagged for this cluster that no NodeClaim owns, as the last garbage collection pass found them (those still within the orphan grace included).",
+	})
+	// orphansTerminated counts the orphaned instances garbage collection terminated.
+	orphansTerminated = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tailor_garbagecollection_orphaned_instances_terminated_total",
+		Help: "Instances tagged for this cluster that no NodeClaim owned, terminated by garbage collection once past the orphan grace.",
+	})
+)
+
+func init() {
+	crmetrics.Registry.MustRegister(orphanedInstances, orphansTerminated)
+}
 
 // CloudProvider is what garbage collection asks of the cloud.
 type CloudProvider interface {
@@ -199,10 +220,13 @@ func (c *Controller) terminateOrphans(ctx context.Context, instances []*karpv1.N
 		}
 	}
 	var errs []error
+	orphans := 0
+	defer func() { orphanedInstances.Set(float64(orphans)) }()
 	for _, inst := range instances {
 		if owned[inst.Status.ProviderID] || (inst.Name != "" && launching[inst.Name]) {
 			continue
 		}
+		orphans++
 		age := c.clock.Since(inst.CreationTimestamp.Time)
 		key := instanceKey(inst.Status.ProviderID)
 		if age < c.opts.OrphanGrace || c.failures.Wait(key, "") > 0 {
@@ -215,6 +239,7 @@ func (c *Controller) terminateOrphans(ctx context.Context, instances []*karpv1.N
 			continue
 		}
 		c.failures.Forget(key)
+		orphansTerminated.Inc()
 		logger.Info("terminated instance without a NodeClaim", "providerID", inst.Status.ProviderID, "nodeClaim", inst.Name, "age", age.Round(time.Second).String())
 	}
 	return errors.Join(errs...)

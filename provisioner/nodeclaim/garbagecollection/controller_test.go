@@ -16,6 +16,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -231,11 +232,20 @@ func TestOrphanedInstancesAreTerminatedAfterTheGrace(t *testing.T) {
 	launching := f.launch(t, "launching")
 	f.nodeClaim(t, "launching", "")
 
+	terminatedBefore := testutil.ToFloat64(orphansTerminated)
+	type orphanMetrics struct{ Found, Terminated float64 }
+	metricsNow := func() orphanMetrics {
+		return orphanMetrics{Found: testutil.ToFloat64(orphanedInstances), Terminated: testutil.ToFloat64(orphansTerminated) - terminatedBefore}
+	}
+
 	f.clock.Step(29 * time.Second)
 	f.collect(t)
 	want := map[string]string{orphan: "live", owned: "live", launching: "live"}
 	if diff := cmp.Diff(want, f.states(t, orphan, owned, launching)); diff != "" {
 		t.Errorf("within the grace (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(orphanMetrics{Found: 1}, metricsNow()); diff != "" {
+		t.Errorf("orphan metrics within the grace (-want +got):\n%s", diff)
 	}
 
 	f.clock.Step(2 * time.Second)
@@ -244,6 +254,14 @@ func TestOrphanedInstancesAreTerminatedAfterTheGrace(t *testing.T) {
 	want[orphan] = "gone"
 	if diff := cmp.Diff(want, f.states(t, orphan, owned, launching)); diff != "" {
 		t.Errorf("after the grace (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(orphanMetrics{Found: 1, Terminated: 1}, metricsNow()); diff != "" {
+		t.Errorf("orphan metrics on the pass that terminated it (-want +got):\n%s", diff)
+	}
+
+	f.collect(t)
+	if diff := cmp.Diff(orphanMetrics{Found: 0, Terminated: 1}, metricsNow()); diff != "" {
+		t.Errorf("orphan metrics once it is gone (-want +got):\n%s", diff)
 	}
 }
 

@@ -62,6 +62,8 @@ type Controller struct {
 	clock      clock.Clock
 	// failures space out the attempts to terminate an instance that the cloud refuses.
 	failures *backoff.Failures
+	// blocked are the NodeClaims whose drain waits on pods it may not evict yet.
+	blocked *blockedDrains
 }
 
 // NewController returns a Controller.
@@ -69,6 +71,7 @@ func NewController(kube client.Client, terminator Terminator, drainer Drainer, r
 	return &Controller{
 		kube: kube, terminator: terminator, drainer: drainer, recorder: recorder, clock: clk,
 		failures: backoff.New(clk, backoff.DefaultInitial, backoff.DefaultMax),
+		blocked:  newBlockedDrains(drainBlockedMetric),
 	}
 }
 
@@ -87,6 +90,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := c.kube.Get(ctx, req.NamespacedName, nc); err != nil {
 		if apierrors.IsNotFound(err) {
 			c.failures.Forget(req.Name)
+			c.blocked.set(req.Name, "", false)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -164,6 +168,7 @@ func (c *Controller) drain(ctx context.Context, nc *karpv1.NodeClaim, node *core
 	if err != nil {
 		return false, err
 	}
+	c.blocked.set(nc.Name, nc.Labels[karpv1.NodePoolLabelKey], !res.Done() && len(res.Blocked) > 0)
 	if !res.Done() {
 		if len(res.Blocked) > 0 {
 			names := make([]string, 0, len(res.Blocked))

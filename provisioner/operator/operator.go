@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -399,17 +400,13 @@ func forgetBoundPods(ctx context.Context, mgr ctrl.Manager, prov *provisioning.P
 // clusterMetrics serves the NodePool, cluster-state and NodeClaim-wait metrics from the
 // caches, and times pods' binding and startup from the pod informer.
 func clusterMetrics(ctx context.Context, mgr ctrl.Manager, clk clock.PassiveClock) error {
-	var informers []toolscache.SharedIndexInformer
+	var informers []crcache.Informer
 	for _, obj := range []client.Object{&corev1.Pod{}, &corev1.Node{}, &karpv1.NodeClaim{}} {
 		informer, err := mgr.GetCache().GetInformer(ctx, obj)
 		if err != nil {
 			return fmt.Errorf("getting the informer of %T: %w", obj, err)
 		}
-		shared, ok := informer.(toolscache.SharedIndexInformer)
-		if !ok {
-			return fmt.Errorf("the informer of %T is a %T, not a shared index informer", obj, informer)
-		}
-		informers = append(informers, shared)
+		informers = append(informers, informer)
 	}
 	synced := func() bool {
 		for _, i := range informers {

@@ -365,15 +365,25 @@ const savingsEpsilon = 1e-9
 // consolidate together, keeping pods off the rest of the plan. Nodes whose pods share a
 // replacement go together or not at all, so that no replacement is launched for part of
 // the pods the plan meant it for. The decision's Rest is what of the plan is left.
+//
+// When the whole groups the budgets allow do not consolidate on their own (a group's spot
+// nodes may only go with a spot replacement that spot-to-spot rules refuse), it starts on
+// part of a group, and failing that on the first nodes of the plan the budgets allow, so
+// that one group that cannot go now does not hold up the rest of the plan.
 func takeNow(c Cluster, set []Candidate, budget Budget, opts Options) (Decision, bool) {
 	groups := shareReplacements(c, set)
-	now := wholeGroups(groups, budget, opts.MaxMultiNode)
-	if len(now) == 0 {
-		if d, ok := partOfGroup(c, set, groups, budget, opts); ok {
-			return d, true
-		}
-		now = withinBudget(set, karpv1.DisruptionReasonUnderutilized, budget, opts.MaxMultiNode)
+	if d, ok := takeFirst(c, set, wholeGroups(groups, budget, opts.MaxMultiNode), opts); ok {
+		return d, true
 	}
+	if d, ok := partOfGroup(c, set, groups, budget, opts); ok {
+		return d, true
+	}
+	return takeFirst(c, set, withinBudget(set, karpv1.DisruptionReasonUnderutilized, budget, opts.MaxMultiNode), opts)
+}
+
+// takeFirst consolidates the most of the nodes now, in order, that still consolidate
+// together, keeping pods off the rest of the plan.
+func takeFirst(c Cluster, set, now []Candidate, opts Options) (Decision, bool) {
 	later := othersThan(set, now)
 	for len(now) > 0 {
 		if d, ok := consolidate(c, now, later, opts); ok {

@@ -3,8 +3,11 @@ package disruption
 import (
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -289,7 +292,7 @@ func (s *simCluster) defaultBudget() Budget {
 func scaleDown(t testing.TB, c scaleDownCase) {
 	t.Helper()
 	s, keptPods, before := scaledDown(t, c)
-	s.converge(t, keptPods, before, fmt.Sprintf("%s %d→%d pods", c.shape, c.from, len(keptPods)))
+	s.converge(t, keptPods, before, fmt.Sprintf("%s %d→%d pods", c.shape, c.from, len(keptPods)), DefaultOptions)
 }
 
 // fromSnapshot is the cluster a snapshot captured (workloads.Snapshot), with the pods it
@@ -326,7 +329,7 @@ func fromSnapshot(t testing.TB, path string) (*simCluster, []*corev1.Pod, float6
 
 // converge consolidates the cluster until no decision is left and reports the outcome
 // against a fresh plan of the pods kept, which are the pods on its nodes.
-func (s *simCluster) converge(t testing.TB, keptPods []*corev1.Pod, before float64, name string) {
+func (s *simCluster) converge(t testing.TB, keptPods []*corev1.Pod, before float64, name string, opts Options) {
 	t.Helper()
 	kept := map[string]bool{}
 	for _, p := range keptPods {
@@ -336,7 +339,7 @@ func (s *simCluster) converge(t testing.TB, keptPods []*corev1.Pod, before float
 	decisions, disrupted, replacements := 0, 0, 0
 	moves := map[string]int{}
 	for decisions < 1000 {
-		d, ok := Decide(s.view(), s.defaultBudget(), DefaultOptions)
+		d, ok := Decide(s.view(), s.defaultBudget(), opts)
 		if !ok {
 			break
 		}
@@ -419,8 +422,31 @@ func TestScaleDownConverges(t *testing.T) {
 		name := fmt.Sprintf("diverse 1000 to 700 from start %d captured on the stack", i+1)
 		t.Run(name, func(t *testing.T) {
 			s, kept, before := fromSnapshot(t, start)
-			s.converge(t, kept, before, name)
+			s.converge(t, kept, before, name, DefaultOptions)
 		})
+	}
+}
+
+// TestScaleDownReplaysCapturedStarts consolidates, in memory, starts captured on the stack
+// and named by SCALEDOWN_STARTS (comma-separated snapshot files, as tailor-dev scaledown
+// --snapshot-dir writes them): it tells whether a scale-down that ended costly on the stack
+// did so from its start or from its timing. Each start is consolidated with spot-to-spot
+// replacements and without them, Karpenter's default.
+func TestScaleDownReplaysCapturedStarts(t *testing.T) {
+	starts := os.Getenv("SCALEDOWN_STARTS")
+	if starts == "" {
+		t.Skip("SCALEDOWN_STARTS names no snapshot")
+	}
+	for _, start := range strings.Split(starts, ",") {
+		for _, spotToSpot := range []bool{true, false} {
+			name := fmt.Sprintf("%s, spot-to-spot %v", filepath.Base(start), spotToSpot)
+			t.Run(name, func(t *testing.T) {
+				s, kept, before := fromSnapshot(t, start)
+				opts := DefaultOptions
+				opts.NoSpotToSpot = !spotToSpot
+				s.converge(t, kept, before, name, opts)
+			})
+		}
 	}
 }
 

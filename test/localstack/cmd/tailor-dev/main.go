@@ -21,6 +21,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -44,6 +45,7 @@ func main() {
 	fs.BoolVar(&sd.keepLogs, "keep-logs", false, "scaledown: keep the stack's logs also of a scale-down that converged.")
 	fs.StringVar(&sd.snapshotDir, "snapshot-dir", "", "scaledown: write the start of consolidation (nodes and the workload's pods on them) to DIR/SHAPE-PODS-start.json, to replay in memory.")
 	fs.IntVar(&sd.provisionerVerbosity, "provisioner-v", 1, "scaledown: the sidecar's log verbosity (-v); 2 also logs the room each decision reserves per node.")
+	fs.StringVar(&sd.featureGates, "feature-gates", "", "scaledown, scale: the sidecar's --feature-gates (SpotToSpotConsolidation=true lets consolidation replace spot nodes with cheaper spot); empty keeps Karpenter's defaults.")
 	fs.BoolVar(&sd.duringScaleDown, "consolidate-during-scale-down", false, "scaledown: turn consolidation on when the Deployments are scaled, while they still delete pods, instead of once they are done.")
 	var sc scaleFlags
 	fs.IntVar(&sc.nodes, "nodes", 0, fmt.Sprintf("scale: the node count to reach (%d); the pods follow at %.1f a node unless --pods is given.", scenario.ScaleNodes, scenario.ScalePodsPerNode))
@@ -164,6 +166,16 @@ type scaleDownFlags struct {
 	duringScaleDown, keepLogs            bool
 	provisionerVerbosity                 int
 	snapshotDir                          string
+	featureGates                         string
+}
+
+// provisionerArgs are the sidecar's flags for a scale-down or a scale run.
+func (f scaleDownFlags) provisionerArgs() []string {
+	args := []string{"--disruption-interval", f.disruptionInterval.String(), "-v", strconv.Itoa(f.provisionerVerbosity)}
+	if f.featureGates != "" {
+		args = append(args, "--feature-gates", f.featureGates)
+	}
+	return args
 }
 
 // scaleDowns are the scale-downs the flags ask for: issue 5's, or one shape's, whose pods
@@ -238,10 +250,10 @@ func scaleDownOnce(ctx context.Context, root string, bootDelay time.Duration, f 
 		return nil, err
 	}
 	start := time.Now()
-	fmt.Printf("starting a fresh local stack for %s (sidecar --disruption-interval %s)\n", o.Shape, f.disruptionInterval)
+	fmt.Printf("starting a fresh local stack for %s (sidecar %s)\n", o.Shape, strings.Join(f.provisionerArgs(), " "))
 	stack, err := localstack.Up(ctx, localstack.Options{
 		Root: root, Dir: dir, BootDelay: bootDelay, Progress: os.Stdout,
-		ProvisionerArgs: []string{"--disruption-interval", f.disruptionInterval.String(), "-v", strconv.Itoa(f.provisionerVerbosity)},
+		ProvisionerArgs: f.provisionerArgs(),
 	})
 	if err != nil {
 		return nil, err
@@ -304,7 +316,7 @@ func scale(ctx context.Context, root string, bootDelay time.Duration, sd scaleDo
 	fmt.Printf("starting a fresh local stack tuned for scale: %d pods, %d nodes\n", pods, nodes)
 	stack, err := localstack.Up(ctx, localstack.Options{
 		Root: root, Dir: dir, BootDelay: bootDelay, Progress: os.Stdout, Scale: true, Audit: true,
-		ProvisionerArgs: []string{"--disruption-interval", sd.disruptionInterval.String(), "-v", strconv.Itoa(sd.provisionerVerbosity)},
+		ProvisionerArgs: sd.provisionerArgs(),
 	})
 	if err != nil {
 		return err

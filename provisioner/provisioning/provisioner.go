@@ -29,6 +29,7 @@ import (
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+	"github.com/tailor-autoscaler/tailor/provisioner/gang"
 	"github.com/tailor-autoscaler/tailor/provisioner/metrics"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
@@ -113,6 +114,8 @@ type Provisioner struct {
 	replanWindow time.Duration
 	// minValuesPolicy is the planner's (packing.Input.MinValuesPolicy).
 	minValuesPolicy packing.MinValuesPolicy
+	// gangs reads the gangs pods belong to; nil plans every pod on its own.
+	gangs gang.Reader
 
 	mu      sync.Mutex
 	pending map[types.UID]Submission
@@ -150,6 +153,9 @@ type Options struct {
 	// MinValuesPolicy is what the planner does when a NodePool's minValues cannot be met
 	// (--min-values-policy); empty is packing.MinValuesStrict.
 	MinValuesPolicy packing.MinValuesPolicy
+	// Gangs reads the gangs pods belong to, whose members get capacity all or nothing; nil
+	// plans every pod on its own.
+	Gangs gang.Reader
 }
 
 // DefaultReplanWindow is the --replan-window default: an EC2 node takes most of a minute to
@@ -160,7 +166,7 @@ const DefaultReplanWindow = 30 * time.Second
 // New returns a Provisioner.
 func New(kube client.Client, instanceTypes InstanceTypeSource, tracker *nomination.Tracker, batch Trigger, recorder record.EventRecorder, opts Options) *Provisioner {
 	return &Provisioner{kube: kube, instanceTypes: instanceTypes, tracker: tracker, batch: batch, recorder: recorder, clock: opts.Clock,
-		replanWindow: opts.ReplanWindow, minValuesPolicy: opts.MinValuesPolicy, pending: map[types.UID]Submission{}, replanned: map[string][]types.UID{}, rejecting: map[string]bool{},
+		replanWindow: opts.ReplanWindow, minValuesPolicy: opts.MinValuesPolicy, gangs: opts.Gangs, pending: map[types.UID]Submission{}, replanned: map[string][]types.UID{}, rejecting: map[string]bool{},
 		earlyIntake: opts.EarlyIntake, profiles: map[string]NodePoolSelector{}, expected: map[types.UID]expectation{}, unswept: map[string]bool{},
 		firstPlanned: map[types.UID]bool{}}
 }
@@ -358,7 +364,12 @@ func (p *Provisioner) provisionGroup(ctx context.Context, subs []Submission, unb
 		return err
 	}
 	start := time.Now()
-	plan := packing.Solve(input)
+	plan, planned, err := p.solveGangs(ctx, input, unbound)
+	if err != nil {
+		return err
+	}
+	// A joint plan with earlier batches' pods leaves the gangs refused out too.
+	input.Pods = planned
 	joint, takenBack, replanned := replan(input, plan, p.softClaims(input, subs[0].NodePools))
 	if replanned {
 		plan = joint

@@ -109,6 +109,8 @@ func TestEveryObjectIsAccepted(t *testing.T) {
 		{"apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "ec2nodeclasses.karpenter.k8s.aws"},
 		{"apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "nodeclaims.karpenter.sh"},
 		{"apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "nodepools.karpenter.sh"},
+		{"apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "elasticquotas.scheduling.x-k8s.io"},
+		{"apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "podgroups.scheduling.x-k8s.io"},
 		{"policy/v1", "PodDisruptionBudget", namespace, "tailor"},
 		{"v1", "ServiceAccount", namespace, "tailor"},
 		{"v1", "ConfigMap", namespace, "tailor-scheduler"},

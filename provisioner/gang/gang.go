@@ -1,0 +1,174 @@
+// Package gang plans capacity for pods that only run together, all or nothing: a gang's
+// pending members get capacity when, with the members already running or planned, at least
+// its MinMember of them have a place, and none of them gets any otherwise. A gang is
+// declared today by a Coscheduling PodGroup (scheduling.x-k8s.io/v1alpha1) its pods name in
+// the pod-group label; the planner sees only a Spec, so upstream's own gang API can declare
+// one the same way.
+package gang
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/tailor-autoscaler/tailor/provisioner/packing"
+)
+
+// Label is the pod label that names a pod's PodGroup, Coscheduling's.
+const Label = schedv1alpha1.PodGroupLabel
+
+// Key names a gang: the namespace of its pods and its name.
+type Key = types.NamespacedName
+
+// Spec is what a gang asks for.
+type Spec struct {
+	Key Key
+	// MinMember is how many of its pods must run together. A gang of one or none is no
+	// gang: its pods are planned each on its own.
+	MinMember int
+	// Object declares the gang; events about it go there. Nil when there is none to tell.
+	Object client.Object
+}
+
+// KeyOf returns the gang a pod belongs to, from the pod-group label.
+func KeyOf(p *corev1.Pod) (Key, bool) {
+	name := p.Labels[Label]
+	if name == "" {
+		return Key{}, false
+	}
+	return Key{Namespace: p.Namespace, Name: name}, true
+}
+
+// Reader returns the spec of gangs. It is the provisioner's; PodGroups reads them from the
+// cluster.
+type Reader interface {
+	// Gang returns the gang's spec; false when nothing declares a gang of that name.
+	Gang(ctx context.Context, key Key) (Spec, bool, error)
+}
+
+// PodGroups reads gangs from Coscheduling's PodGroups. Where the PodGroup kind is not
+// served (the CRD is not installed), no pod is in a gang.
+type PodGroups struct {
+	Client client.Reader
+}
+
+// Gang reads the PodGroup the key names.
+func (r PodGroups) Gang(ctx context.Context, key Key) (Spec, bool, error) {
+	pg := &schedv1alpha1.PodGroup{}
+	if err := r.Client.Get(ctx, key, pg); err != nil {
+		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+			return Spec{}, false, nil
+		}
+		return Spec{}, false, fmt.Errorf("reading PodGroup %s: %w", key, err)
+	}
+	return Spec{Key: key, MinMember: int(pg.Spec.MinMember), Object: pg}, true, nil
+}
+
+// Refusal is a gang that gets no capacity in a batch, and why.
+type Refusal struct {
+	Spec Spec
+	// Pods are its pending members the batch leaves unplanned.
+	Pods []*corev1.Pod
+	// Counted is how many of its members already run or have capacity planned.
+	Counted int
+	// Placed is how many of its pending members the plan found a place for.
+	Placed int
+	// Reasons say why the others found none, one per distinct reason.
+	Reasons []string
+}
+
+// Message says why the gang gets no capacity, for its PodGroup and its pods' events.
+func (r Refusal) Message() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "gang %s needs %d pods running together: %d already run or have capacity planned, and of its %d pending pods only %d could be placed",
+		r.Spec.Key, r.Spec.MinMember, r.Counted, len(r.Pods), r.Placed)
+	if len(r.Reasons) > 0 {
+		fmt.Fprintf(&b, " (the others: %s)", strings.Join(r.Reasons, "; "))
+	}
+	b.WriteString("; no capacity is launched for any of them until all fit")
+	return b.String()
+}
+
+// Plan plans the pods with solve, all or nothing per gang. gangs are the specs of the gangs
+// the pods belong to (see KeyOf); counted, per gang, how many of its members already run or
+// have capacity planned. A gang whose counted and placed members number fewer than its
+// MinMember is left out of the plan whole, and the other pods are planned again without it,
+// so that none of its capacity is launched and no other pod is sized around it. The
+// refusals are in the order the gangs were left out.
+func Plan(pods []*corev1.Pod, gangs map[Key]Spec, counted map[Key]int, solve func([]*corev1.Pod) packing.Plan) (packing.Plan, []Refusal) {
+	var refusals []Refusal
+	left := pods
+	for {
+		plan := solve(left)
+		short := shortGangs(left, plan, gangs, counted)
+		if len(short) == 0 {
+			return plan, refusals
+		}
+		out := map[Key]bool{}
+		for _, r := range short {
+			out[r.Spec.Key] = true
+		}
+		refusals = append(refusals, short...)
+		left = slices.DeleteFunc(slices.Clone(left), func(p *corev1.Pod) bool {
+			key, ok := KeyOf(p)
+			return ok && out[key]
+		})
+	}
+}
+
+// shortGangs are the gangs among the pods the plan does not give enough members a place,
+// in order of their names.
+func shortGangs(pods []*corev1.Pod, plan packing.Plan, gangs map[Key]Spec, counted map[Key]int) []Refusal {
+	placed := map[types.UID]bool{}
+	for _, pl := range plan.Existing {
+		for _, p := range pl.Pods {
+			placed[p.UID] = true
+		}
+	}
+	for _, nc := range plan.NewNodeClaims {
+		for _, p := range nc.Pods {
+			placed[p.UID] = true
+		}
+	}
+	reasons := map[types.UID]string{}
+	for _, u := range plan.Unschedulable {
+		reasons[u.Pod.UID] = u.Reason
+	}
+	members := map[Key]*Refusal{}
+	var keys []Key
+	for _, p := range pods {
+		key, ok := KeyOf(p)
+		spec, declared := gangs[key]
+		if !ok || !declared || spec.MinMember <= 1 {
+			continue
+		}
+		r, seen := members[key]
+		if !seen {
+			r = &Refusal{Spec: spec, Counted: counted[key]}
+			members[key] = r
+			keys = append(keys, key)
+		}
+		r.Pods = append(r.Pods, p)
+		if placed[p.UID] {
+			r.Placed++
+		} else if reason := reasons[p.UID]; reason != "" && !slices.Contains(r.Reasons, reason) {
+			r.Reasons = append(r.Reasons, reason)
+		}
+	}
+	slices.SortFunc(keys, func(a, b Key) int { return strings.Compare(a.String(), b.String()) })
+	var short []Refusal
+	for _, key := range keys {
+		if r := members[key]; r.Counted+r.Placed < r.Spec.MinMember {
+			short = append(short, *r)
+		}
+	}
+	return short
+}

@@ -1,5 +1,6 @@
 // Package scheduler builds the tailor-scheduler command: kube-scheduler, with its own flags,
-// configuration and every default plugin, plus Tailor's NodeProvisioning plugin. It differs
+// configuration and every default plugin, plus Tailor's NodeProvisioning plugin and
+// scheduler-plugins' Coscheduling (gangs) and CapacityScheduling (elastic quotas). It differs
 // from kube-scheduler in one respect: the leader election identity starts with the name of
 // the replica (see provisioner/leader), so the provisioner sidecar in the same pod can tell
 // when its scheduler leads, and lead with it.
@@ -25,6 +26,10 @@ import (
 	"k8s.io/component-base/version/verflag"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	// The args of Coscheduling and CapacityScheduling decode with kube-scheduler's own.
+	_ "sigs.k8s.io/scheduler-plugins/apis/config/scheme"
+	"sigs.k8s.io/scheduler-plugins/pkg/capacityscheduling"
+	"sigs.k8s.io/scheduler-plugins/pkg/coscheduling"
 
 	"github.com/tailor-autoscaler/tailor/plugin/apis/config/scheme"
 	"github.com/tailor-autoscaler/tailor/plugin/nodeprovisioning"
@@ -66,7 +71,10 @@ func run(cmd *cobra.Command, opts *options.Options) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cc, sched, err := app.Setup(ctx, opts, app.WithPlugin(nodeprovisioning.Name, nodeprovisioning.New))
+	cc, sched, err := app.Setup(ctx, opts,
+		app.WithPlugin(nodeprovisioning.Name, nodeprovisioning.New),
+		app.WithPlugin(coscheduling.Name, coscheduling.New),
+		app.WithPlugin(capacityscheduling.Name, capacityscheduling.New))
 	if err != nil {
 		return err
 	}

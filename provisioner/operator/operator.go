@@ -278,6 +278,9 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 			return fmt.Errorf("registering controller: %w", err)
 		}
 	}
+	if err := prov.RegisterGangRetry(mgr); err != nil {
+		return fmt.Errorf("registering controller: %w", err)
+	}
 	if err := forgetBoundPods(ctx, mgr, prov, clk); err != nil {
 		return err
 	}

@@ -3,13 +3,17 @@ package provisioning
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/gang"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 )
@@ -17,91 +21,146 @@ import (
 // ReasonGangNotProvisioned: a gang's members do not all fit, so none of them gets capacity.
 const ReasonGangNotProvisioned = "GangNotProvisioned"
 
-// gangsOf returns the specs of the gangs the pods belong to, and per gang how many of its
-// members already run or have capacity planned: those are not in this batch but count
-// toward its MinMember.
-func (p *Provisioner) gangsOf(ctx context.Context, pods []*corev1.Pod, unbound map[types.UID]*corev1.Pod) (map[gang.Key]gang.Spec, map[gang.Key]int, error) {
+// gangs are the gangs of a batch's pods.
+type gangs struct {
+	specs map[gang.Key]gang.Spec
+	// counted is, per gang, how many of its members run or have capacity planned already.
+	counted map[gang.Key]int
+	// members are the gangs' pending members the batch did not bring, which the scheduler
+	// handed over in an earlier batch or not yet: a gang is planned whole.
+	members []Submission
+}
+
+// gangsOf reads the gangs the batch's pods belong to.
+func (p *Provisioner) gangsOf(ctx context.Context, subs []Submission, unbound map[types.UID]*corev1.Pod) (gangs, error) {
+	g := gangs{specs: map[gang.Key]gang.Spec{}, counted: map[gang.Key]int{}}
 	if p.gangs == nil {
-		return nil, nil, nil
+		return g, nil
 	}
-	specs, counted := map[gang.Key]gang.Spec{}, map[gang.Key]int{}
 	inBatch := map[types.UID]bool{}
-	for _, pod := range pods {
-		inBatch[pod.UID] = true
+	for _, s := range subs {
+		inBatch[s.Pod.UID] = true
 	}
-	for _, pod := range pods {
-		key, ok := gang.KeyOf(pod)
+	for _, s := range subs {
+		key, ok := gang.KeyOf(s.Pod)
 		if !ok {
 			continue
 		}
-		if _, seen := specs[key]; seen {
+		if _, seen := g.specs[key]; seen {
 			continue
 		}
 		spec, declared, err := p.gangs.Gang(ctx, key)
 		if err != nil {
-			return nil, nil, err
+			return gangs{}, err
 		}
 		if !declared {
 			continue
 		}
-		specs[key] = spec
-		n, err := p.membersPlaced(ctx, key, inBatch, unbound)
-		if err != nil {
-			return nil, nil, err
+		g.specs[key] = spec
+		if err := p.readMembers(ctx, &g, key, s, inBatch, unbound); err != nil {
+			return gangs{}, err
 		}
-		counted[key] = n
 	}
-	return specs, counted, nil
+	return g, nil
 }
 
-// membersPlaced counts the gang's members outside the batch that are bound to a node or
-// planned onto a NodeClaim.
-func (p *Provisioner) membersPlaced(ctx context.Context, key gang.Key, inBatch map[types.UID]bool, unbound map[types.UID]*corev1.Pod) (int, error) {
+// readMembers counts the gang's members outside the batch that are bound or planned, and
+// brings in those still pending, as the submission of the first member found.
+func (p *Provisioner) readMembers(ctx context.Context, g *gangs, key gang.Key, first Submission, inBatch map[types.UID]bool, unbound map[types.UID]*corev1.Pod) error {
 	list := &corev1.PodList{}
 	if err := p.kube.List(ctx, list, client.InNamespace(key.Namespace), client.MatchingLabels{gang.Label: key.Name}); err != nil {
-		return 0, fmt.Errorf("listing the pods of gang %s: %w", key, err)
+		return fmt.Errorf("listing the pods of gang %s: %w", key, err)
 	}
-	n := 0
 	for i := range list.Items {
 		pod := &list.Items[i]
 		if inBatch[pod.UID] || pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		if _, pending := unbound[pod.UID]; !pending || p.tracker.Planned(pod.UID) {
-			n++
+		live, pending := unbound[pod.UID]
+		switch {
+		case !pending || p.tracker.Planned(pod.UID):
+			g.counted[key]++
+		case live.Spec.SchedulerName == first.Pod.Spec.SchedulerName:
+			member := first
+			member.Pod, member.Early, member.StaleNode, member.SchedulerMessage = live, false, "", ""
+			g.members = append(g.members, member)
 		}
 	}
-	return n, nil
+	return nil
 }
 
-// solveGangs plans the batch's pods all or nothing per gang, and tells each refused gang's
-// PodGroup and pods why it got no capacity. It returns the plan and the pods it planned:
-// the input's, but the members of the gangs refused.
-func (p *Provisioner) solveGangs(ctx context.Context, input packing.Input, unbound map[types.UID]*corev1.Pod) (packing.Plan, []*corev1.Pod, error) {
-	specs, counted, err := p.gangsOf(ctx, input.Pods, unbound)
-	if err != nil {
-		return packing.Plan{}, nil, err
+// solveGangs plans the input's pods all or nothing per gang, and tells each refused gang's
+// PodGroup and pods why it got no capacity. It returns the plan and the pods it planned,
+// the input's but the members of the gangs refused, whose submissions it keeps for
+// RetryRefusedGangs.
+func (p *Provisioner) solveGangs(ctx context.Context, input packing.Input, g gangs, subs []Submission) (packing.Plan, []*corev1.Pod) {
+	if len(g.specs) == 0 {
+		return packing.Solve(input), input.Pods
 	}
-	if len(specs) == 0 {
-		return packing.Solve(input), input.Pods, nil
-	}
-	plan, refusals := gang.Plan(input.Pods, specs, counted, func(pods []*corev1.Pod) packing.Plan {
+	plan, refusals := gang.Plan(input.Pods, g.specs, g.counted, func(pods []*corev1.Pod) packing.Plan {
 		in := input
 		in.Pods = pods
 		return packing.Solve(in)
 	})
+	byUID := map[types.UID]Submission{}
+	for _, s := range subs {
+		byUID[s.Pod.UID] = s
+	}
 	refused := map[*corev1.Pod]bool{}
+	p.mu.Lock()
+	for _, r := range refusals {
+		for _, pod := range r.Pods {
+			refused[pod] = true
+			p.refused[pod.UID] = byUID[pod.UID]
+		}
+	}
+	p.mu.Unlock()
 	for _, r := range refusals {
 		msg := r.Message()
 		if r.Spec.Object != nil {
 			p.recorder.Event(r.Spec.Object, corev1.EventTypeWarning, ReasonGangNotProvisioned, msg)
 		}
 		for _, pod := range r.Pods {
-			refused[pod] = true
 			p.recorder.Event(pod, corev1.EventTypeWarning, ReasonGangNotProvisioned, msg)
 		}
 		log.FromContext(ctx).Info("gang not provisioned", "gang", r.Spec.Key.String(), "minMember", r.Spec.MinMember, "pending", len(r.Pods), "placed", r.Placed, "counted", r.Counted)
 	}
-	planned := slices.DeleteFunc(slices.Clone(input.Pods), func(pod *corev1.Pod) bool { return refused[pod] })
-	return plan, planned, nil
+	var planned []*corev1.Pod
+	for _, pod := range input.Pods {
+		if !refused[pod] {
+			planned = append(planned, pod)
+		}
+	}
+	return plan, planned
+}
+
+// RetryRefusedGangs queues again the members of the gangs a batch refused, for the next
+// batch: what kept them from fitting (a NodePool's limits, its requirements) changed. The
+// scheduler hands them over again too, but only when it tries them again, which a change
+// to a NodePool does not prompt.
+func (p *Provisioner) RetryRefusedGangs() {
+	p.mu.Lock()
+	n := 0
+	for uid, s := range p.refused {
+		if _, queued := p.pending[uid]; !queued {
+			p.pending[uid] = s
+			n++
+		}
+	}
+	p.refused = map[types.UID]Submission{}
+	p.mu.Unlock()
+	if n > 0 {
+		p.batch.Trigger()
+	}
+}
+
+// RegisterGangRetry retries the gangs refused whenever a NodePool's spec changes (its
+// limits raised, its requirements widened).
+func (p *Provisioner) RegisterGangRetry(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).Named("provisioning.gangs").
+		For(&karpv1.NodePool{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Complete(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
+			p.RetryRefusedGangs()
+			return reconcile.Result{}, nil
+		}))
 }

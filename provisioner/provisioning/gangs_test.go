@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
@@ -18,8 +19,9 @@ import (
 
 // TestGangsGetCapacityAllOrNothing plans a PodGroup's pods on a real API server: a gang one
 // node over its NodePool's CPU limit gets no NodeClaim at all and is told why, on the
-// PodGroup and each pod, while a pod beside it is planned; once its members already
-// running make up the difference, the rest is planned.
+// PodGroup and each pod, while a pod beside it is planned; members the scheduler has not
+// handed over yet are planned with those it has; once the limit is raised, the gang is
+// retried without waiting for the scheduler and planned whole.
 func TestGangsGetCapacityAllOrNothing(t *testing.T) {
 	// Four 900m pods fill an m.xlarge; the limit takes three of them, twelve pods.
 	f := newFixture(t, fakeInstanceTypes{types: []*cloudprovider.InstanceType{instanceType("m.xlarge", 4, 16, 0.15)}}, pool("general", func(np *karpv1.NodePool) {
@@ -32,62 +34,58 @@ func TestGangsGetCapacityAllOrNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	member := func(p *corev1.Pod) { p.Labels = map[string]string{gang.Label: "train"} }
-	var subs []Submission
+	var members []*corev1.Pod
 	for i := range 16 {
-		subs = append(subs, Submission{Pod: f.pod(t, fmt.Sprintf("train-%d", i), "900m", member)})
+		members = append(members, f.pod(t, fmt.Sprintf("train-%d", i), "900m", member))
 	}
 	web := f.pod(t, "web", "900m")
-	subs = append(subs, Submission{Pod: web})
+	// The scheduler has handed over ten members so far.
+	subs := []Submission{{Pod: web}}
+	for _, m := range members[:10] {
+		subs = append(subs, Submission{Pod: m})
+	}
 	f.prov.Submit(subs)
 	if err := f.prov.Provision(ctx); err != nil {
 		t.Fatal(err)
 	}
-	claims := f.claims(t)
-	if len(claims) != 1 || !f.tracker.Planned(web.UID) {
-		t.Fatalf("%d NodeClaims, web planned %v; want one, for web alone", len(claims), f.tracker.Planned(web.UID))
+	if n := len(f.claims(t)); n != 1 || !f.tracker.Planned(web.UID) {
+		t.Fatalf("%d NodeClaims, web planned %v; want one, for web alone", n, f.tracker.Planned(web.UID))
 	}
-	for _, s := range subs[:16] {
-		if f.tracker.Planned(s.Pod.UID) {
-			t.Errorf("gang member %s planned", s.Pod.Name)
+	for _, m := range members {
+		if f.tracker.Planned(m.UID) {
+			t.Errorf("gang member %s planned", m.Name)
 		}
 	}
 	refused := 0
 	for _, e := range f.events() {
-		if strings.Contains(e, ReasonGangNotProvisioned) && strings.Contains(e, "gang "+f.ns+"/train needs 16 pods running together") {
+		if strings.Contains(e, ReasonGangNotProvisioned) && strings.Contains(e, "gang "+f.ns+"/train needs 16 pods running together: 0 already run or have capacity planned, and of its 16 pending pods only 12 could be placed") {
 			refused++
 		}
 	}
 	// One event on the PodGroup, one on each of its pods.
 	if refused != 17 {
-		t.Errorf("%d GangNotProvisioned events, want 17", refused)
+		t.Errorf("%d GangNotProvisioned events naming all 16 members, want 17", refused)
 	}
 
-	// Four members run already (bound elsewhere); twelve remain, and they fit the limit
-	// once web's claim is gone.
-	claim := claims[0]
-	claim.Finalizers = nil
-	if err := f.kube.Update(ctx, &claim); err != nil {
+	// Room for web's node and four more: the gang is retried whole.
+	np := &karpv1.NodePool{}
+	if err := f.kube.Get(ctx, client.ObjectKey{Name: "general"}, np); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.kube.Delete(ctx, &claim); err != nil {
+	np.Spec.Limits = karpv1.Limits{corev1.ResourceCPU: resource.MustParse("20")}
+	if err := f.kube.Update(ctx, np); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range subs[:4] {
-		if err := f.kube.Delete(ctx, s.Pod); err != nil {
-			t.Fatal(err)
-		}
-		f.pod(t, s.Pod.Name+"-running", "900m", member, func(p *corev1.Pod) { p.Spec.NodeName = "elsewhere" })
-	}
-	f.prov.Submit(subs[4:16])
+	f.prov.RetryRefusedGangs()
 	if err := f.prov.Provision(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range subs[4:16] {
-		if !f.tracker.Planned(s.Pod.UID) {
-			t.Errorf("gang member %s not planned with four members running", s.Pod.Name)
+	for _, m := range members {
+		if !f.tracker.Planned(m.UID) {
+			t.Errorf("gang member %s not planned once the limit was raised", m.Name)
 		}
 	}
-	if n := len(f.claims(t)); n != 3 {
-		t.Errorf("%d NodeClaims for twelve members, want 3", n)
+	if n := len(f.claims(t)); n != 5 {
+		t.Errorf("%d NodeClaims, want web's and four for the gang", n)
 	}
 }

@@ -116,6 +116,9 @@ type Provisioner struct {
 	minValuesPolicy packing.MinValuesPolicy
 	// gangs reads the gangs pods belong to; nil plans every pod on its own.
 	gangs gang.Reader
+	// refused are the submissions of the members of gangs a batch left out, which
+	// RetryRefusedGangs queues again.
+	refused map[types.UID]Submission
 
 	mu      sync.Mutex
 	pending map[types.UID]Submission
@@ -168,7 +171,7 @@ func New(kube client.Client, instanceTypes InstanceTypeSource, tracker *nominati
 	return &Provisioner{kube: kube, instanceTypes: instanceTypes, tracker: tracker, batch: batch, recorder: recorder, clock: opts.Clock,
 		replanWindow: opts.ReplanWindow, minValuesPolicy: opts.MinValuesPolicy, gangs: opts.Gangs, pending: map[types.UID]Submission{}, replanned: map[string][]types.UID{}, rejecting: map[string]bool{},
 		earlyIntake: opts.EarlyIntake, profiles: map[string]NodePoolSelector{}, expected: map[types.UID]expectation{}, unswept: map[string]bool{},
-		firstPlanned: map[types.UID]bool{}}
+		firstPlanned: map[types.UID]bool{}, refused: map[types.UID]Submission{}}
 }
 
 // Submit queues pods for the next batch and returns how many were queued. Pods already
@@ -210,6 +213,7 @@ func (p *Provisioner) Forget(uid types.UID) {
 	delete(p.pending, uid)
 	delete(p.expected, uid)
 	delete(p.firstPlanned, uid)
+	delete(p.refused, uid)
 	metrics.SetPodsQueued(len(p.pending))
 	p.mu.Unlock()
 	p.tracker.Forget(uid)
@@ -351,6 +355,11 @@ func (p *Provisioner) checkEarly(ctx context.Context, subs []Submission, unbound
 
 func (p *Provisioner) provisionGroup(ctx context.Context, subs []Submission, unbound map[types.UID]*corev1.Pod) error {
 	logger := log.FromContext(ctx)
+	g, err := p.gangsOf(ctx, subs, unbound)
+	if err != nil {
+		return err
+	}
+	subs = append(subs, g.members...)
 	pods := make([]*corev1.Pod, len(subs))
 	schedulerMessage := map[types.UID]string{}
 	early := map[types.UID]bool{}
@@ -364,10 +373,7 @@ func (p *Provisioner) provisionGroup(ctx context.Context, subs []Submission, unb
 		return err
 	}
 	start := time.Now()
-	plan, planned, err := p.solveGangs(ctx, input, unbound)
-	if err != nil {
-		return err
-	}
+	plan, planned := p.solveGangs(ctx, input, g, subs)
 	// A joint plan with earlier batches' pods leaves the gangs refused out too.
 	input.Pods = planned
 	joint, takenBack, replanned := replan(input, plan, p.softClaims(input, subs[0].NodePools))

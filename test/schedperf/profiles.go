@@ -43,6 +43,7 @@ func Profiles(shipped []byte, socket string, percentage *int32) (vanilla, tailor
 	if percentage != nil {
 		profile.PercentageOfNodesToScore = ptr.To(*percentage)
 	}
+	withoutPlugins(profile, func(name string) bool { return gangPlugins[name] })
 	found := false
 	for i, pc := range profile.PluginConfig {
 		if pc.Name != nodeprovisioning.Name {
@@ -68,21 +69,37 @@ func Profiles(shipped []byte, socket string, percentage *int32) (vanilla, tailor
 		return nil, nil, fmt.Errorf("encoding the tailor configuration: %w", err)
 	}
 
-	isPlugin := func(p configv1.Plugin) bool { return p.Name == nodeprovisioning.Name }
-	profile.PluginConfig = slices.DeleteFunc(profile.PluginConfig, func(pc configv1.PluginConfig) bool { return pc.Name == nodeprovisioning.Name })
-	if p := profile.Plugins; p != nil {
-		for _, set := range []*configv1.PluginSet{
-			&p.PreEnqueue, &p.QueueSort, &p.PreFilter, &p.Filter, &p.PostFilter, &p.PreScore, &p.Score,
-			&p.Reserve, &p.Permit, &p.PreBind, &p.Bind, &p.PostBind, &p.MultiPoint,
-		} {
-			set.Enabled = slices.DeleteFunc(set.Enabled, isPlugin)
-			set.Disabled = slices.DeleteFunc(set.Disabled, isPlugin)
-		}
-	}
+	withoutPlugins(profile, func(name string) bool { return name == nodeprovisioning.Name })
 	if vanilla, err = yaml.Marshal(cfg); err != nil {
 		return nil, nil, fmt.Errorf("encoding the vanilla configuration: %w", err)
 	}
 	return vanilla, tailor, nil
+}
+
+// gangPlugins are the scheduler-plugins plugins of the shipped profile. The benchmark leaves
+// them out of both configurations: it measures what NodeProvisioning costs, and
+// scheduler_perf's API server serves no PodGroups or ElasticQuotas for them to watch.
+var gangPlugins = map[string]bool{"Coscheduling": true, "CapacityScheduling": true}
+
+// withoutPlugins takes the plugins out of the profile, at every extension point and in
+// pluginConfig. A queue sort left without its plugin goes back to the default, PrioritySort.
+func withoutPlugins(profile *configv1.KubeSchedulerProfile, out func(name string) bool) {
+	isOut := func(p configv1.Plugin) bool { return out(p.Name) }
+	profile.PluginConfig = slices.DeleteFunc(profile.PluginConfig, func(pc configv1.PluginConfig) bool { return out(pc.Name) })
+	p := profile.Plugins
+	if p == nil {
+		return
+	}
+	for _, set := range []*configv1.PluginSet{
+		&p.PreEnqueue, &p.QueueSort, &p.PreFilter, &p.Filter, &p.PostFilter, &p.PreScore, &p.Score,
+		&p.Reserve, &p.Permit, &p.PreBind, &p.Bind, &p.PostBind, &p.MultiPoint,
+	} {
+		set.Enabled = slices.DeleteFunc(set.Enabled, isOut)
+		set.Disabled = slices.DeleteFunc(set.Disabled, isOut)
+	}
+	if len(p.QueueSort.Enabled) == 0 {
+		p.QueueSort.Disabled = nil
+	}
 }
 
 // EffectivePercentage is the percentageOfNodesToScore a configuration runs with: the

@@ -157,6 +157,11 @@ func TestProfilesOfShippedConfig(t *testing.T) {
 	if strings.Contains(string(vanilla), "NodeProvisioning") {
 		t.Errorf("vanilla configuration names NodeProvisioning:\n%s", vanilla)
 	}
+	for _, config := range [][]byte{vanilla, tailor} {
+		if strings.Contains(string(config), "Coscheduling") || strings.Contains(string(config), "PrioritySort") {
+			t.Errorf("configuration keeps Coscheduling or leaves the default queue sort disabled:\n%s", config)
+		}
+	}
 	if !strings.Contains(string(tailor), "provisionerSocket: /s") {
 		t.Errorf("tailor configuration does not point the plugin at the benchmark's socket:\n%s", tailor)
 	}

@@ -22,6 +22,7 @@ import (
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/metrics"
+	"github.com/tailor-autoscaler/tailor/provisioner/gang"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
@@ -430,6 +431,7 @@ func (c *Controller) candidate(n packing.Node, pools map[string]*packing.NodePoo
 	}
 	digest := fnv.New64a()
 	_, holdsMoved := c.replacements[nc.Name]
+	holdsGang := false
 	for _, p := range n.Pods {
 		if p.Annotations[karpv1.DoNotDisruptAnnotationKey] == "true" {
 			return Candidate{}, false
@@ -438,6 +440,8 @@ func (c *Controller) candidate(n packing.Node, pools map[string]*packing.NodePoo
 			cand.Pods = append(cand.Pods, p)
 			_, _ = digest.Write([]byte(p.Namespace + "/" + p.Name + "/" + string(p.UID) + ";"))
 			holdsMoved = holdsMoved || c.wasMoved(p)
+			_, member := gang.KeyOf(p)
+			holdsGang = holdsGang || member
 		}
 	}
 	st, ok := c.stable[cand.Node]
@@ -448,7 +452,9 @@ func (c *Controller) candidate(n packing.Node, pools map[string]*packing.NodePoo
 	disruption := pool.NodePool.Spec.Disruption
 	if after := disruption.ConsolidateAfter.Duration; after != nil && now.Sub(st.since) >= *after {
 		cand.MayRemoveEmpty = true
-		cand.MayConsolidate = disruption.ConsolidationPolicy != karpv1.ConsolidationPolicyWhenEmpty && !holdsMoved
+		// A gang's members run together: moving one stops them all until it lands again,
+		// so consolidation leaves their nodes alone.
+		cand.MayConsolidate = disruption.ConsolidationPolicy != karpv1.ConsolidationPolicyWhenEmpty && !holdsMoved && !holdsGang
 	}
 	return cand, true
 }

@@ -22,6 +22,7 @@ import (
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+	"github.com/tailor-autoscaler/tailor/provisioner/gang"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
@@ -274,6 +275,24 @@ func TestUnderusedNodesAreReplacedOnceTheReplacementIsUp(t *testing.T) {
 	want := map[string]map[types.UID]int{f.prefix + "-replacement-1": {webReplicaSet.UID: 2}}
 	if diff := cmp.Diff(want, f.reservations(f.prefix+"-replacement-1")); diff != "" {
 		t.Errorf("reservations for the pods of a and b (-want +got):\n%s", diff)
+	}
+}
+
+// TestNodesRunningAGangAreNotConsolidated: of two underused nodes, each of which could take
+// the other's pod, the one running a member of a gang stays, and takes the other's pod.
+func TestNodesRunningAGangAreNotConsolidated(t *testing.T) {
+	f := newFixture(t, "gang")
+	f.node("a", "big.2xlarge", "1")
+	f.node("b", "big.2xlarge", "1")
+	// Alike but for their names, a would go first.
+	f.pods[f.prefix+"-a"][0].Labels = map[string]string{gang.Label: "train"}
+	f.pods[f.prefix+"-b"][0].OwnerReferences = []metav1.OwnerReference{webReplicaSet}
+	f.pass()
+	if diff := cmp.Diff(map[string]string{"a": "kept", "b": "deleted"}, f.state("a", "b")); diff != "" {
+		t.Errorf("after a pass (-want +got):\n%s", diff)
+	}
+	if f.launched != 0 {
+		t.Errorf("launched %d replacements, want none", f.launched)
 	}
 }
 

@@ -25,6 +25,10 @@ import (
 // Label is the pod label that names a pod's PodGroup, Coscheduling's.
 const Label = schedv1alpha1.PodGroupLabel
 
+// SingleZoneAnnotation, set to "true" on a PodGroup, keeps its gang in one zone: the zone
+// where capacity for all of it costs least. Distributed jobs pay for traffic between zones.
+const SingleZoneAnnotation = "tailor.sh/single-zone"
+
 // Key names a gang: the namespace of its pods and its name.
 type Key = types.NamespacedName
 
@@ -34,6 +38,8 @@ type Spec struct {
 	// MinMember is how many of its pods must run together. A gang of one or none is no
 	// gang: its pods are planned each on its own.
 	MinMember int
+	// SingleZone keeps the gang's pending members in one zone.
+	SingleZone bool
 	// Object declares the gang; events about it go there. Nil when there is none to tell.
 	Object client.Object
 }
@@ -69,7 +75,7 @@ func (r PodGroups) Gang(ctx context.Context, key Key) (Spec, bool, error) {
 		}
 		return Spec{}, false, fmt.Errorf("reading PodGroup %s: %w", key, err)
 	}
-	return Spec{Key: key, MinMember: int(pg.Spec.MinMember), Object: pg}, true, nil
+	return Spec{Key: key, MinMember: int(pg.Spec.MinMember), SingleZone: pg.Annotations[SingleZoneAnnotation] == "true", Object: pg}, true, nil
 }
 
 // Refusal is a gang that gets no capacity in a batch, and why.
@@ -97,31 +103,141 @@ func (r Refusal) Message() string {
 	return b.String()
 }
 
-// Plan plans the pods with solve, all or nothing per gang. gangs are the specs of the gangs
-// the pods belong to (see KeyOf); counted, per gang, how many of its members already run or
-// have capacity planned. A gang whose counted and placed members number fewer than its
-// MinMember is left out of the plan whole, and the other pods are planned again without it,
-// so that none of its capacity is launched and no other pod is sized around it. The
-// refusals are in the order the gangs were left out.
-func Plan(pods []*corev1.Pod, gangs map[Key]Spec, counted map[Key]int, solve func([]*corev1.Pod) packing.Plan) (packing.Plan, []Refusal) {
-	var refusals []Refusal
-	left := pods
+// Batch is what Plan plans: pods, the specs of the gangs they belong to (see KeyOf), and
+// per gang how many of its members already run or have capacity planned.
+type Batch struct {
+	Pods    []*corev1.Pod
+	Gangs   map[Key]Spec
+	Counted map[Key]int
+	// Zones the NodePools offer capacity in, where a gang kept to one zone may go.
+	Zones []string
+}
+
+// Plan plans the batch's pods with solve, all or nothing per gang. A gang whose counted and
+// placed members number fewer than its MinMember is left out of the plan whole, and the
+// other pods are planned again without it, so that none of its capacity is launched and no
+// other pod is sized around it. A gang kept to one zone is planned in each zone in turn and
+// goes to the one where the batch costs least. Plan returns the plan, the pods it planned
+// (those of a gang kept to one zone required to be there), and the gangs refused, in the
+// order they were left out.
+func Plan(b Batch, solve func([]*corev1.Pod) packing.Plan) (packing.Plan, []*corev1.Pod, []Refusal) {
+	left, refusals := oneZoneEach(b, solve)
 	for {
 		plan := solve(left)
-		short := shortGangs(left, plan, gangs, counted)
+		short := shortGangs(left, plan, b.Gangs, b.Counted)
 		if len(short) == 0 {
-			return plan, refusals
-		}
-		out := map[Key]bool{}
-		for _, r := range short {
-			out[r.Spec.Key] = true
+			return plan, left, refusals
 		}
 		refusals = append(refusals, short...)
-		left = slices.DeleteFunc(slices.Clone(left), func(p *corev1.Pod) bool {
-			key, ok := KeyOf(p)
-			return ok && out[key]
-		})
+		left = without(left, short)
 	}
+}
+
+// oneZoneEach pins each gang kept to one zone to the zone where it fits and the batch costs
+// least, and refuses those that fit in none.
+func oneZoneEach(b Batch, solve func([]*corev1.Pod) packing.Plan) ([]*corev1.Pod, []Refusal) {
+	pods := b.Pods
+	var refusals []Refusal
+	for _, key := range sortedKeys(b.Gangs) {
+		spec := b.Gangs[key]
+		if !spec.SingleZone || spec.MinMember <= 1 {
+			continue
+		}
+		var best []*corev1.Pod
+		bestPrice := 0.0
+		var first []Refusal
+		for _, zone := range b.Zones {
+			trial := pinned(pods, key, zone)
+			plan := solve(trial)
+			short := shortGangs(trial, plan, map[Key]Spec{key: spec}, b.Counted)
+			if len(short) > 0 {
+				if first == nil {
+					first = short
+				}
+				continue
+			}
+			if price := plan.PricePerHour(); best == nil || price < bestPrice {
+				best, bestPrice = trial, price
+			}
+		}
+		if best != nil {
+			pods = best
+			continue
+		}
+		if first == nil {
+			first = []Refusal{{Spec: spec, Counted: b.Counted[key], Pods: membersOf(pods, key)}}
+		}
+		first[0].Reasons = append([]string{"no one zone has room for enough of them"}, first[0].Reasons...)
+		refusals = append(refusals, first...)
+		pods = without(pods, first)
+	}
+	return pods, refusals
+}
+
+// pinned is the pods with the gang's members required to run in the zone.
+func pinned(pods []*corev1.Pod, key Key, zone string) []*corev1.Pod {
+	out := make([]*corev1.Pod, len(pods))
+	for i, p := range pods {
+		out[i] = p
+		if k, ok := KeyOf(p); ok && k == key {
+			out[i] = inZone(p, zone)
+		}
+	}
+	return out
+}
+
+// inZone is a copy of the pod required to run in the zone, besides what its own node
+// affinity requires.
+func inZone(p *corev1.Pod, zone string) *corev1.Pod {
+	p = p.DeepCopy()
+	req := corev1.NodeSelectorRequirement{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{zone}}
+	if p.Spec.Affinity == nil {
+		p.Spec.Affinity = &corev1.Affinity{}
+	}
+	if p.Spec.Affinity.NodeAffinity == nil {
+		p.Spec.Affinity.NodeAffinity = &corev1.NodeAffinity{}
+	}
+	na := p.Spec.Affinity.NodeAffinity
+	if na.RequiredDuringSchedulingIgnoredDuringExecution == nil || len(na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms) == 0 {
+		na.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{}}}
+	}
+	terms := na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	for i := range terms {
+		terms[i].MatchExpressions = append(terms[i].MatchExpressions, req)
+	}
+	return p
+}
+
+// without is the pods but the members of the gangs refused.
+func without(pods []*corev1.Pod, refused []Refusal) []*corev1.Pod {
+	out := map[Key]bool{}
+	for _, r := range refused {
+		out[r.Spec.Key] = true
+	}
+	return slices.DeleteFunc(slices.Clone(pods), func(p *corev1.Pod) bool {
+		key, ok := KeyOf(p)
+		return ok && out[key]
+	})
+}
+
+// membersOf are the gang's pods among pods.
+func membersOf(pods []*corev1.Pod, key Key) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, p := range pods {
+		if k, ok := KeyOf(p); ok && k == key {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func sortedKeys(gangs map[Key]Spec) []Key {
+	keys := make([]Key, 0, len(gangs))
+	for key := range gangs {
+		keys = append(keys, key)
+	}
+	slices.SortFunc(keys, func(a, b Key) int { return strings.Compare(a.String(), b.String()) })
+	return keys
 }
 
 // shortGangs are the gangs among the pods the plan does not give enough members a place,

@@ -2,6 +2,7 @@ package gang
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
+	"github.com/tailor-autoscaler/tailor/test/workloads"
 )
 
 // fourCPUs is the only instance type: four of the tests' pods (900m each) fill one.
@@ -150,9 +152,78 @@ func TestPlanIsAllOrNothingPerGang(t *testing.T) {
 				in.Pods = pods
 				return packing.Solve(in)
 			}
-			plan, refusals := Plan(c.pods, c.gangs, c.counted, solve)
+			plan, _, refusals := Plan(Batch{Pods: c.pods, Gangs: c.gangs, Counted: c.counted}, solve)
 			if diff := cmp.Diff(c.want, summarize(plan, refusals)); diff != "" {
 				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestAGangKeptToOneZoneGoesWhereItCostsLeast: eight members spread evenly over two
+// zones (maxSkew 1) land four and four; kept to one zone, all eight go to the cheaper one,
+// the spread met there alone. With room in no zone for all of them, none gets capacity.
+func TestAGangKeptToOneZoneGoesWhereItCostsLeast(t *testing.T) {
+	spread := func(p *corev1.Pod) {
+		p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+			MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone, WhenUnsatisfiable: corev1.DoNotSchedule,
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{Label: "job"}},
+		}}
+	}
+	twoZones := pool(0)
+	it := fourCPUs()
+	it.Offerings = []cloudprovider.Offering{
+		{Zone: "zone-a", CapacityType: karpv1.CapacityTypeOnDemand, Price: 0.2, Available: true},
+		{Zone: "zone-b", CapacityType: karpv1.CapacityTypeOnDemand, Price: 0.15, Available: true},
+	}
+	twoZones.InstanceTypes = []*cloudprovider.InstanceType{it}
+	zoneOf := func(plan packing.Plan) map[string]int {
+		out := map[string]int{}
+		for _, nc := range plan.NewNodeClaims {
+			out[nc.Cheapest.Zone] += len(nc.Pods)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name       string
+		singleZone bool
+		// cpus limits the NodePool; 0 leaves it unlimited.
+		cpus     int
+		want     map[string]int
+		refusals int
+	}{
+		{name: "spread over zones", want: map[string]int{"zone-a": 4, "zone-b": 4}},
+		{name: "kept to one zone", singleZone: true, want: map[string]int{"zone-b": 8}},
+		{name: "kept to one zone with room for half", singleZone: true, cpus: 4, want: map[string]int{}, refusals: 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			np := twoZones
+			if c.cpus > 0 {
+				np.Remaining = corev1.ResourceList{corev1.ResourceCPU: *resource.NewQuantity(int64(c.cpus), resource.DecimalSI)}
+			}
+			in := packing.Input{NodePools: []packing.NodePool{np}}
+			solve := func(pods []*corev1.Pod) packing.Plan {
+				in := in
+				in.Pods = pods
+				return packing.Solve(in)
+			}
+			pods := members("job", "job", 8)
+			for _, p := range pods {
+				spread(p)
+			}
+			b := Batch{Pods: pods, Gangs: map[Key]Spec{key("job"): {Key: key("job"), MinMember: 8, SingleZone: c.singleZone}}, Zones: []string{"zone-a", "zone-b"}}
+			plan, planned, refusals := Plan(b, solve)
+			if diff := cmp.Diff(c.want, zoneOf(plan)); diff != "" {
+				t.Errorf("members by zone (-want +got):\n%s", diff)
+			}
+			if len(refusals) != c.refusals {
+				t.Errorf("%d refusals, want %d", len(refusals), c.refusals)
+			}
+			if len(refusals) > 0 && !strings.Contains(refusals[0].Message(), "no one zone has room for enough of them") {
+				t.Errorf("refusal %q does not say no zone has room", refusals[0].Message())
+			}
+			if len(planned)+8*len(refusals) != 8 {
+				t.Errorf("%d pods planned beside %d refused gangs of 8", len(planned), len(refusals))
 			}
 		})
 	}
@@ -166,5 +237,65 @@ func TestRefusalMessageSaysWhatIsMissing(t *testing.T) {
 	want := `gang train/job needs 16 pods running together: 0 already run or have capacity planned, and of its 16 pending pods only 12 could be placed (the others: NodePool "default": limit cpu 12 reached); no capacity is launched for any of them until all fit`
 	if diff := cmp.Diff(want, r.Message()); diff != "" {
 		t.Errorf("message (-want +got):\n%s", diff)
+	}
+}
+
+// TestGangsOnTheCatalog plans 16-member gangs on the shared catalog's NodePools (webmix's
+// general and GPU pools: real instance types and on-demand prices, synthetic spot prices),
+// with and without the single-zone option: kept to one zone, every member is in one zone,
+// and the test logs what that costs.
+func TestGangsOnTheCatalog(t *testing.T) {
+	pools := workloads.Load(t, "webmix", 10).NodePools
+	gpu := func(p *corev1.Pod) {
+		p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi"), "nvidia.com/gpu": resource.MustParse("1"),
+		}
+		p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
+		p.Spec.Tolerations = []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	}
+	cpu := func(p *corev1.Pod) {
+		p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi")}
+	}
+	var zones []string
+	for _, np := range pools {
+		for _, it := range np.InstanceTypes {
+			for _, o := range it.Offerings {
+				if !slices.Contains(zones, o.Zone) {
+					zones = append(zones, o.Zone)
+				}
+			}
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		shape func(*corev1.Pod)
+	}{{"16 one-GPU workers", gpu}, {"16 four-CPU workers", cpu}} {
+		t.Run(c.name, func(t *testing.T) {
+			pods := members("job", "job", 16)
+			for _, p := range pods {
+				c.shape(p)
+			}
+			solve := func(pods []*corev1.Pod) packing.Plan { return packing.Solve(packing.Input{Pods: pods, NodePools: pools}) }
+			price := map[bool]float64{}
+			for _, single := range []bool{false, true} {
+				b := Batch{Pods: pods, Gangs: map[Key]Spec{key("job"): {Key: key("job"), MinMember: 16, SingleZone: single}}, Zones: zones}
+				plan, _, refusals := Plan(b, solve)
+				if len(refusals) > 0 {
+					t.Fatalf("single zone %v: refused: %s", single, refusals[0].Message())
+				}
+				inZones := map[string]int{}
+				for _, nc := range plan.NewNodeClaims {
+					inZones[nc.Cheapest.Zone] += len(nc.Pods)
+				}
+				if single && len(inZones) != 1 {
+					t.Errorf("kept to one zone, the gang runs in %v", inZones)
+				}
+				price[single] = plan.PricePerHour()
+				t.Logf("single zone %-5v $%.4f/hour on %d nodes, members by zone %v", single, price[single], len(plan.NewNodeClaims), inZones)
+			}
+			// The planner is a heuristic: kept to the zone it does best in, it may find a
+			// cheaper plan than free to use all of them.
+			t.Logf("one zone costs ×%.3f", price[true]/price[false])
+		})
 	}
 }

@@ -3,6 +3,7 @@ package provisioning
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -29,11 +30,14 @@ type gangs struct {
 	// members are the gangs' pending members the batch did not bring, which the scheduler
 	// handed over in an earlier batch or not yet: a gang is planned whole.
 	members []Submission
+	// planned are, per gang, its members outside the batch that wait for capacity planned
+	// earlier: a gang refused now releases it (see release).
+	planned map[gang.Key][]Submission
 }
 
 // gangsOf reads the gangs the batch's pods belong to.
 func (p *Provisioner) gangsOf(ctx context.Context, subs []Submission, unbound map[types.UID]*corev1.Pod) (gangs, error) {
-	g := gangs{specs: map[gang.Key]gang.Spec{}, counted: map[gang.Key]int{}}
+	g := gangs{specs: map[gang.Key]gang.Spec{}, counted: map[gang.Key]int{}, planned: map[gang.Key][]Submission{}}
 	if p.gangs == nil {
 		return g, nil
 	}
@@ -77,12 +81,15 @@ func (p *Provisioner) readMembers(ctx context.Context, g *gangs, key gang.Key, f
 			continue
 		}
 		live, pending := unbound[pod.UID]
+		member := first
+		member.Pod, member.Early, member.StaleNode, member.SchedulerMessage = live, false, "", ""
 		switch {
-		case !pending || p.tracker.Planned(pod.UID):
+		case !pending:
 			g.counted[key]++
+		case p.tracker.Planned(pod.UID):
+			g.counted[key]++
+			g.planned[key] = append(g.planned[key], member)
 		case live.Spec.SchedulerName == first.Pod.Spec.SchedulerName:
-			member := first
-			member.Pod, member.Early, member.StaleNode, member.SchedulerMessage = live, false, "", ""
 			g.members = append(g.members, member)
 		}
 	}
@@ -90,14 +97,15 @@ func (p *Provisioner) readMembers(ctx context.Context, g *gangs, key gang.Key, f
 }
 
 // solveGangs plans the input's pods all or nothing per gang, and tells each refused gang's
-// PodGroup and pods why it got no capacity. It returns the plan and the pods it planned,
+// PodGroup and pods why it got no capacity. It returns the plan and the pods it planned:
 // the input's but the members of the gangs refused, whose submissions it keeps for
-// RetryRefusedGangs.
-func (p *Provisioner) solveGangs(ctx context.Context, input packing.Input, g gangs, subs []Submission) (packing.Plan, []*corev1.Pod) {
+// RetryRefusedGangs, and with those of gangs kept to one zone required to be there.
+func (p *Provisioner) solveGangs(ctx context.Context, input packing.Input, g gangs, subs []Submission) (packing.Plan, []*corev1.Pod, error) {
 	if len(g.specs) == 0 {
-		return packing.Solve(input), input.Pods
+		return packing.Solve(input), input.Pods, nil
 	}
-	plan, refusals := gang.Plan(input.Pods, g.specs, g.counted, func(pods []*corev1.Pod) packing.Plan {
+	batch := gang.Batch{Pods: input.Pods, Gangs: g.specs, Counted: g.counted, Zones: zonesOf(input.NodePools)}
+	plan, planned, refusals := gang.Plan(batch, func(pods []*corev1.Pod) packing.Plan {
 		in := input
 		in.Pods = pods
 		return packing.Solve(in)
@@ -106,11 +114,9 @@ func (p *Provisioner) solveGangs(ctx context.Context, input packing.Input, g gan
 	for _, s := range subs {
 		byUID[s.Pod.UID] = s
 	}
-	refused := map[*corev1.Pod]bool{}
 	p.mu.Lock()
 	for _, r := range refusals {
 		for _, pod := range r.Pods {
-			refused[pod] = true
 			p.refused[pod.UID] = byUID[pod.UID]
 		}
 	}
@@ -125,13 +131,76 @@ func (p *Provisioner) solveGangs(ctx context.Context, input packing.Input, g gan
 		}
 		log.FromContext(ctx).Info("gang not provisioned", "gang", r.Spec.Key.String(), "minMember", r.Spec.MinMember, "pending", len(r.Pods), "placed", r.Placed, "counted", r.Counted)
 	}
-	var planned []*corev1.Pod
-	for _, pod := range input.Pods {
-		if !refused[pod] {
-			planned = append(planned, pod)
+	if err := p.release(ctx, refusals, g.planned); err != nil {
+		return packing.Plan{}, nil, err
+	}
+	return plan, planned, nil
+}
+
+// zonesOf are the zones the NodePools' instance types are offered in, in order.
+func zonesOf(pools []packing.NodePool) []string {
+	seen := map[string]bool{}
+	var zones []string
+	for _, np := range pools {
+		for _, it := range np.InstanceTypes {
+			for _, o := range it.Offerings {
+				if !seen[o.Zone] {
+					seen[o.Zone] = true
+					zones = append(zones, o.Zone)
+				}
+			}
 		}
 	}
-	return plan, planned
+	slices.Sort(zones)
+	return zones
+}
+
+// release gives back the capacity planned earlier for members of the gangs refused (the
+// rest of a gang whose launch failed in part and does not fit again): each NodeClaim that
+// holds only such members is deleted, which withdraws their plans, so that no node idles
+// for a gang that cannot run. The members wait with the others for RetryRefusedGangs.
+func (p *Provisioner) release(ctx context.Context, refusals []gang.Refusal, planned map[gang.Key][]Submission) error {
+	members := map[types.UID]Submission{}
+	var claims []string
+	seen := map[string]bool{}
+	for _, r := range refusals {
+		for _, s := range planned[r.Spec.Key] {
+			members[s.Pod.UID] = s
+			if n, ok := p.tracker.Get(s.Pod.UID); ok && !seen[n.NodeClaim] {
+				seen[n.NodeClaim] = true
+				claims = append(claims, n.NodeClaim)
+			}
+		}
+	}
+	var released []string
+	for _, name := range claims {
+		only := true
+		for _, pod := range p.tracker.PodsOf(name) {
+			_, member := members[pod.UID]
+			only = only && member
+		}
+		if only {
+			released = append(released, name)
+		}
+	}
+	p.mu.Lock()
+	for uid, s := range members {
+		p.refused[uid] = s
+	}
+	p.mu.Unlock()
+	return concurrently(ctx, len(released), func(ctx context.Context, i int) error {
+		nc := &karpv1.NodeClaim{}
+		if err := p.kube.Get(ctx, client.ObjectKey{Name: released[i]}, nc); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		p.recorder.Event(nc, corev1.EventTypeNormal, ReasonGangNotProvisioned, "released: the gang its pods belong to no longer fits whole")
+		log.FromContext(ctx).Info("released a NodeClaim of a gang that no longer fits whole", "nodeClaim", nc.Name)
+		if err := p.kube.Delete(ctx, nc, client.Preconditions{UID: &nc.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting NodeClaim %s of a gang that no longer fits: %w", nc.Name, err)
+		}
+		p.tracker.DropClaim(nc.Name)
+		return nil
+	})
 }
 
 // RetryRefusedGangs queues again the members of the gangs a batch refused, for the next

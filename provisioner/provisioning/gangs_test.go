@@ -89,3 +89,75 @@ func TestGangsGetCapacityAllOrNothing(t *testing.T) {
 		t.Errorf("%d NodeClaims, want web's and four for the gang", n)
 	}
 }
+
+// TestAGangThatNoLongerFitsReleasesItsCapacity: half of a gang's NodeClaims fail after it
+// was planned, and its members no longer fit (the NodePool's limit was lowered meanwhile):
+// the NodeClaim still held for the other half is deleted, not left idle.
+func TestAGangThatNoLongerFitsReleasesItsCapacity(t *testing.T) {
+	f := newFixture(t, fakeInstanceTypes{types: []*cloudprovider.InstanceType{instanceType("m.xlarge", 4, 16, 0.15)}}, pool("general", func(np *karpv1.NodePool) {
+		np.Spec.Limits = karpv1.Limits{corev1.ResourceCPU: resource.MustParse("8")}
+	}))
+	f.prov.gangs = gang.PodGroups{Client: f.kube}
+	ctx := context.Background()
+	pg := &schedv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "train"}, Spec: schedv1alpha1.PodGroupSpec{MinMember: 8}}
+	if err := f.kube.Create(ctx, pg); err != nil {
+		t.Fatal(err)
+	}
+	var subs []Submission
+	for i := range 8 {
+		subs = append(subs, Submission{Pod: f.pod(t, fmt.Sprintf("train-%d", i), "900m", func(p *corev1.Pod) { p.Labels = map[string]string{gang.Label: "train"} })})
+	}
+	f.prov.Submit(subs)
+	if err := f.prov.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	claims := f.claims(t)
+	if len(claims) != 2 {
+		t.Fatalf("%d NodeClaims for the gang, want 2", len(claims))
+	}
+	// The first NodeClaim fails to launch: it goes, and its pods are planned again.
+	failed := claims[0]
+	withdrawn := f.tracker.PodsOf(failed.Name)
+	failed.Finalizers = nil
+	if err := f.kube.Update(ctx, &failed); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.kube.Delete(ctx, &failed); err != nil {
+		t.Fatal(err)
+	}
+	f.tracker.DropClaim(failed.Name)
+	np := &karpv1.NodePool{}
+	if err := f.kube.Get(ctx, client.ObjectKey{Name: "general"}, np); err != nil {
+		t.Fatal(err)
+	}
+	np.Spec.Limits = karpv1.Limits{corev1.ResourceCPU: resource.MustParse("4")}
+	if err := f.kube.Update(ctx, np); err != nil {
+		t.Fatal(err)
+	}
+	var again []Submission
+	for _, s := range subs {
+		for _, w := range withdrawn {
+			if s.Pod.UID == w.UID {
+				again = append(again, s)
+			}
+		}
+	}
+	f.prov.Submit(again)
+	if err := f.prov.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, nc := range f.claims(t) {
+		if nc.DeletionTimestamp == nil {
+			left = append(left, nc.Name)
+		}
+	}
+	if len(left) > 0 {
+		t.Errorf("NodeClaims %v kept for a gang that no longer fits", left)
+	}
+	for _, s := range subs {
+		if f.tracker.Planned(s.Pod.UID) {
+			t.Errorf("member %s still planned", s.Pod.Name)
+		}
+	}
+}

@@ -373,7 +373,10 @@ func (p *Provisioner) provisionGroup(ctx context.Context, subs []Submission, unb
 		return err
 	}
 	start := time.Now()
-	plan, planned := p.solveGangs(ctx, input, g, subs)
+	plan, planned, err := p.solveGangs(ctx, input, g, subs)
+	if err != nil {
+		return err
+	}
 	// A joint plan with earlier batches' pods leaves the gangs refused out too.
 	input.Pods = planned
 	joint, takenBack, replanned := replan(input, plan, p.softClaims(input, subs[0].NodePools))

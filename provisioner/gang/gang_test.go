@@ -275,7 +275,9 @@ func TestGangsOnTheCatalog(t *testing.T) {
 			for _, p := range pods {
 				c.shape(p)
 			}
-			solve := func(pods []*corev1.Pod) packing.Plan { return packing.Solve(packing.Input{Pods: pods, NodePools: pools}) }
+			solve := func(pods []*corev1.Pod) packing.Plan {
+				return packing.Solve(packing.Input{Pods: pods, NodePools: pools})
+			}
 			price := map[bool]float64{}
 			for _, single := range []bool{false, true} {
 				b := Batch{Pods: pods, Gangs: map[Key]Spec{key("job"): {Key: key("job"), MinMember: 16, SingleZone: single}}, Zones: zones}

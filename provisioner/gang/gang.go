@@ -111,6 +111,9 @@ type Batch struct {
 	Counted map[Key]int
 	// Zones the NodePools offer capacity in, where a gang kept to one zone may go.
 	Zones []string
+	// ZoneOf is, per gang kept to one zone, the zone its members already run or have
+	// capacity planned in: the rest of it goes there too.
+	ZoneOf map[Key]string
 }
 
 // Plan plans the batch's pods with solve, all or nothing per gang. A gang whose counted and
@@ -146,7 +149,11 @@ func oneZoneEach(b Batch, solve func([]*corev1.Pod) packing.Plan) ([]*corev1.Pod
 		var best []*corev1.Pod
 		bestPrice := 0.0
 		var first []Refusal
-		for _, zone := range b.Zones {
+		zones := b.Zones
+		if zone, ok := b.ZoneOf[key]; ok {
+			zones = []string{zone}
+		}
+		for _, zone := range zones {
 			trial := pinned(pods, key, zone)
 			plan := solve(trial)
 			short := shortGangs(trial, plan, map[Key]Spec{key: spec}, b.Counted)

@@ -188,13 +188,16 @@ func TestAGangKeptToOneZoneGoesWhereItCostsLeast(t *testing.T) {
 		name       string
 		singleZone bool
 		// cpus limits the NodePool; 0 leaves it unlimited.
-		cpus     int
+		cpus int
+		// runsIn is where members of the gang already run.
+		runsIn   string
 		want     map[string]int
 		refusals int
 	}{
 		{name: "spread over zones", want: map[string]int{"zone-a": 4, "zone-b": 4}},
 		{name: "kept to one zone", singleZone: true, want: map[string]int{"zone-b": 8}},
 		{name: "kept to one zone with room for half", singleZone: true, cpus: 4, want: map[string]int{}, refusals: 1},
+		{name: "kept to the zone its members run in", singleZone: true, runsIn: "zone-a", want: map[string]int{"zone-a": 8}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			np := twoZones
@@ -212,6 +215,9 @@ func TestAGangKeptToOneZoneGoesWhereItCostsLeast(t *testing.T) {
 				spread(p)
 			}
 			b := Batch{Pods: pods, Gangs: map[Key]Spec{key("job"): {Key: key("job"), MinMember: 8, SingleZone: c.singleZone}}, Zones: []string{"zone-a", "zone-b"}}
+			if c.runsIn != "" {
+				b.ZoneOf = map[Key]string{key("job"): c.runsIn}
+			}
 			plan, planned, refusals := Plan(b, solve)
 			if diff := cmp.Diff(c.want, zoneOf(plan)); diff != "" {
 				t.Errorf("members by zone (-want +got):\n%s", diff)

@@ -104,7 +104,7 @@ func (p *Provisioner) solveGangs(ctx context.Context, input packing.Input, g gan
 	if len(g.specs) == 0 {
 		return packing.Solve(input), input.Pods, nil
 	}
-	batch := gang.Batch{Pods: input.Pods, Gangs: g.specs, Counted: g.counted, Zones: zonesOf(input.NodePools)}
+	batch := gang.Batch{Pods: input.Pods, Gangs: g.specs, Counted: g.counted, Zones: zonesOf(input.NodePools), ZoneOf: gangZones(input.Nodes)}
 	plan, planned, refusals := gang.Plan(batch, func(pods []*corev1.Pod) packing.Plan {
 		in := input
 		in.Pods = pods
@@ -135,6 +135,24 @@ func (p *Provisioner) solveGangs(ctx context.Context, input packing.Input, g gan
 		return packing.Plan{}, nil, err
 	}
 	return plan, planned, nil
+}
+
+// gangZones is, per gang, the zone of a node (or NodeClaim in flight) one of its members
+// runs or is planned on.
+func gangZones(nodes []packing.Node) map[gang.Key]string {
+	out := map[gang.Key]string{}
+	for _, n := range nodes {
+		zone := n.Node.Labels[corev1.LabelTopologyZone]
+		if zone == "" {
+			continue
+		}
+		for _, pod := range n.Pods {
+			if key, ok := gang.KeyOf(pod); ok {
+				out[key] = zone
+			}
+		}
+	}
+	return out
 }
 
 // zonesOf are the zones the NodePools' instance types are offered in, in order.

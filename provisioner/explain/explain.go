@@ -28,6 +28,12 @@ const (
 	// ReasonFailedProvisioning is the provisioner's event for a pod no NodePool can take
 	// (provisioning.ReasonFailedProvisioning).
 	ReasonFailedProvisioning = "FailedProvisioning"
+	// ReasonGangNotProvisioned is the provisioner's event for a pod whose gang does not fit
+	// whole (provisioning.ReasonGangNotProvisioned).
+	ReasonGangNotProvisioned = "GangNotProvisioned"
+	// ReasonOverQuota is the provisioner's event for a pod its namespace's ElasticQuota
+	// would not admit (provisioning.ReasonOverQuota).
+	ReasonOverQuota = "OverQuota"
 )
 
 // Explanation is what the cluster records about a pod's way to a node.
@@ -42,8 +48,20 @@ type Explanation struct {
 	Scheduling *SchedulingFailure
 	// Provisioning are the provisioner's FailedProvisioning events, latest first.
 	Provisioning []ProvisioningFailure
+	// Withheld is the provisioner's latest event saying it launches nothing for the pod
+	// although a NodePool could take it: its gang does not fit whole, or its quota would
+	// not admit it.
+	Withheld *Withheld
 	// NodeClaim is the NodeClaim the pod is planned onto, if any.
 	NodeClaim *NodeClaim
+}
+
+// Withheld is why the provisioner launches nothing for a pod a NodePool could take.
+type Withheld struct {
+	// Reason is the event's: GangNotProvisioned or OverQuota.
+	Reason  string
+	Message string
+	Count   int32
 }
 
 // NodeClaim is a NodeClaim a pod is planned onto.
@@ -110,6 +128,10 @@ func Explain(ctx context.Context, c client.Reader, namespace, name string) (*Exp
 			f := ParseProvisioningMessage(e.Message)
 			f.Count = count(e)
 			ex.Provisioning = append(ex.Provisioning, f)
+		case ReasonGangNotProvisioned, ReasonOverQuota:
+			if ex.Withheld == nil {
+				ex.Withheld = &Withheld{Reason: e.Reason, Message: e.Message, Count: count(e)}
+			}
 		}
 	}
 

@@ -155,6 +155,32 @@ func TestExplainUnprovisionablePod(t *testing.T) {
 	renderGolden(t, "unprovisionable.golden", got)
 }
 
+// TestExplainWithheldPods reads pods a NodePool could take that the provisioner launches
+// nothing for: a gang member whose gang does not fit whole, and a pod over its quota.
+func TestExplainWithheldPods(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name, reason, message, golden string
+	}{
+		{"train-3", ReasonGangNotProvisioned, "gang default/train needs 16 pods running together: 0 already run or have capacity planned, and of its 16 pending pods only 12 could be placed; no capacity is launched for any of them until all fit", "gang.golden"},
+		{"batch-7", ReasonOverQuota, "no capacity is launched for this pod: namespace default would use cpu 12 with this pod, over its ElasticQuota max of 10", "quota.golden"},
+	} {
+		t.Run(c.reason, func(t *testing.T) {
+			pod := createPod(t, ctx, c.name)
+			createEvent(t, ctx, pod, "FailedScheduling", "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod., NodeProvisioning: waiting for the provisioner to plan a node.", time.Now(), 3)
+			createEvent(t, ctx, pod, c.reason, c.message, time.Now(), 2)
+			got, err := Explain(ctx, kube, "default", c.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(&Withheld{Reason: c.reason, Message: c.message, Count: 2}, got.Withheld); diff != "" {
+				t.Errorf("Withheld (-want +got):\n%s", diff)
+			}
+			renderGolden(t, c.golden, got)
+		})
+	}
+}
+
 func TestExplainMissingPod(t *testing.T) {
 	_, err := Explain(context.Background(), kube, "default", "nope")
 	want := "pod default/nope not found: check the name and the namespace (-n)"

@@ -20,6 +20,10 @@ func (ex *Explanation) Verdict() string {
 		return fmt.Sprintf("planned onto NodeClaim %s; waiting for node %s to initialize (Ready, startup taints removed)", nc.Name, nc.NodeName)
 	case nc != nil:
 		return fmt.Sprintf("planned onto NodeClaim %s, whose node %s is ready; waiting for the scheduler to bind it", nc.Name, nc.NodeName)
+	case ex.Withheld != nil && ex.Withheld.Reason == ReasonGangNotProvisioned:
+		return "pending: its gang does not fit whole, so no node is launched for any of its pods (reason below)"
+	case ex.Withheld != nil:
+		return "pending: its namespace's ElasticQuota would not admit it, so no node is launched for it (reason below)"
 	case len(ex.Provisioning) > 0:
 		return "pending: no NodePool can launch a node for it (reasons below)"
 	case ex.Scheduling != nil:
@@ -63,6 +67,9 @@ func Render(w io.Writer, ex *Explanation) error {
 		if p.ExistingNodes != "" {
 			fmt.Fprintf(&b, "  existing nodes: %s\n", p.ExistingNodes)
 		}
+	}
+	if w := ex.Withheld; w != nil {
+		fmt.Fprintf(&b, "\nProvisioner: %s (%s)\n  %s\n", w.Reason, times(w.Count), w.Message)
 	}
 	if nc := ex.NodeClaim; nc != nil {
 		fmt.Fprintf(&b, "\nNodeClaim %s (NodePool %s), planned for %d pod(s) including this one\n", nc.Name, orNone(nc.NodePool), nc.PlannedPods)

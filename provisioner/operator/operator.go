@@ -59,6 +59,7 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 	"github.com/tailor-autoscaler/tailor/provisioner/provisioning"
+	"github.com/tailor-autoscaler/tailor/provisioner/quota"
 )
 
 // Options are the sidecar's settings.
@@ -81,6 +82,9 @@ type Options struct {
 	ReplanWindow time.Duration
 	// EarlyIntake plans pods as they are created, before the scheduler has tried them.
 	EarlyIntake bool
+	// ElasticQuotas admits pods by their namespaces' ElasticQuotas, as CapacityScheduling
+	// does, before planning capacity for them.
+	ElasticQuotas bool
 	// IsolatedVPC means the sidecar cannot reach the Pricing and EKS APIs: on-demand prices
 	// come from the embedded catalog, and endpoint, CA bundle and service CIDR must be given.
 	IsolatedVPC bool
@@ -238,7 +242,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return err
 	}
 	prov := provisioning.New(mgr.GetClient(), measured.New(provider, metrics.ControllerProvisioner), tracker, batches, recorder, provisioning.Options{Clock: clk, ReplanWindow: opts.ReplanWindow, EarlyIntake: opts.EarlyIntake, MinValuesPolicy: packing.MinValuesPolicy(opts.MinValuesPolicy),
-		Gangs: gang.PodGroups{Client: mgr.GetAPIReader()}})
+		Gangs: gang.PodGroups{Client: mgr.GetAPIReader()}, Quotas: elasticQuotas(opts, mgr)})
 	disruptionOpts := disruption.ControllerOptions{
 		Options: disruption.DefaultOptions, Interval: opts.DisruptionInterval, MinNodeAge: opts.BatchMax, ReplacementTimeout: 10 * time.Minute,
 		MovedPodsHold: opts.MovedPodsHold,
@@ -602,3 +606,12 @@ func newInterruptionController(ctx context.Context, mgr ctrl.Manager, opts Optio
 type noController struct{}
 
 func (noController) Register(ctrl.Manager) error { return nil }
+
+// elasticQuotas reads ElasticQuotas when the scheduler admits pods by them, and nothing
+// otherwise.
+func elasticQuotas(opts Options, mgr ctrl.Manager) quota.Reader {
+	if !opts.ElasticQuotas {
+		return nil
+	}
+	return quota.ElasticQuotas{Client: mgr.GetAPIReader()}
+}

@@ -33,6 +33,7 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/metrics"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
+	"github.com/tailor-autoscaler/tailor/provisioner/quota"
 	"github.com/tailor-autoscaler/tailor/provisioner/requirements"
 )
 
@@ -119,6 +120,8 @@ type Provisioner struct {
 	// refused are the submissions of the members of gangs a batch left out, which
 	// RetryRefusedGangs queues again.
 	refused map[types.UID]Submission
+	// quotas reads the namespaces' ElasticQuotas; nil admits every pod.
+	quotas quota.Reader
 
 	mu      sync.Mutex
 	pending map[types.UID]Submission
@@ -159,6 +162,9 @@ type Options struct {
 	// Gangs reads the gangs pods belong to, whose members get capacity all or nothing; nil
 	// plans every pod on its own.
 	Gangs gang.Reader
+	// Quotas reads the ElasticQuotas the scheduler admits pods by (its profile enables
+	// CapacityScheduling): pods they would not admit get no capacity. Nil admits every pod.
+	Quotas quota.Reader
 }
 
 // DefaultReplanWindow is the --replan-window default: an EC2 node takes most of a minute to
@@ -169,7 +175,7 @@ const DefaultReplanWindow = 30 * time.Second
 // New returns a Provisioner.
 func New(kube client.Client, instanceTypes InstanceTypeSource, tracker *nomination.Tracker, batch Trigger, recorder record.EventRecorder, opts Options) *Provisioner {
 	return &Provisioner{kube: kube, instanceTypes: instanceTypes, tracker: tracker, batch: batch, recorder: recorder, clock: opts.Clock,
-		replanWindow: opts.ReplanWindow, minValuesPolicy: opts.MinValuesPolicy, gangs: opts.Gangs, pending: map[types.UID]Submission{}, replanned: map[string][]types.UID{}, rejecting: map[string]bool{},
+		replanWindow: opts.ReplanWindow, minValuesPolicy: opts.MinValuesPolicy, gangs: opts.Gangs, quotas: opts.Quotas, pending: map[types.UID]Submission{}, replanned: map[string][]types.UID{}, rejecting: map[string]bool{},
 		earlyIntake: opts.EarlyIntake, profiles: map[string]NodePoolSelector{}, expected: map[types.UID]expectation{}, unswept: map[string]bool{},
 		firstPlanned: map[types.UID]bool{}, refused: map[types.UID]Submission{}}
 }
@@ -359,7 +365,10 @@ func (p *Provisioner) provisionGroup(ctx context.Context, subs []Submission, unb
 	if err != nil {
 		return err
 	}
-	subs = append(subs, g.members...)
+	subs, err = p.admitted(ctx, append(subs, g.members...), unbound)
+	if err != nil || len(subs) == 0 {
+		return err
+	}
 	pods := make([]*corev1.Pod, len(subs))
 	schedulerMessage := map[types.UID]string{}
 	early := map[types.UID]bool{}

@@ -115,6 +115,10 @@ type Options struct {
 	// ProvisionerArgs are flags every tailor-provisioner gets after the stack's own, e.g. a
 	// scenario's --disruption-interval.
 	ProvisionerArgs []string
+	// CapacityScheduling enables scheduler-plugins' CapacityScheduling in the scheduler's
+	// profile, in place of DefaultPreemption, and --elastic-quotas in the sidecar, as the
+	// chart's scheduler.capacityScheduling.enabled does.
+	CapacityScheduling bool
 	// Scale tunes the stack for thousands of nodes and tens of thousands of pods (make
 	// bench-scale); see scaleArgs.
 	Scale bool
@@ -611,6 +615,9 @@ func (s *Stack) startProvisioner(ctx context.Context, replica string) error {
 			"--leader-election-retry-period", retryPeriod.String())
 		env = append(env, leader.ReplicaEnv+"="+replica)
 	}
+	if s.opts.CapacityScheduling {
+		args = append(args, "--elastic-quotas")
+	}
 	args = append(args, s.opts.ProvisionerArgs...)
 	if err := s.run(name, s.opts.bin("tailor-provisioner"), args, env...); err != nil {
 		return err
@@ -685,6 +692,9 @@ func (s *Stack) writeSchedulerConfig(path, kubeconfig, socket string) error {
 		}
 	}
 	for _, p := range cfg["profiles"].([]any) {
+		if s.opts.CapacityScheduling {
+			enableCapacityScheduling(p.(map[string]any))
+		}
 		for _, pc := range p.(map[string]any)["pluginConfig"].([]any) {
 			entry := pc.(map[string]any)
 			if entry["name"] == "NodeProvisioning" {
@@ -697,6 +707,32 @@ func (s *Stack) writeSchedulerConfig(path, kubeconfig, socket string) error {
 		return err
 	}
 	return os.WriteFile(path, out, 0o644)
+}
+
+// enableCapacityScheduling enables CapacityScheduling in a profile of the scheduler's
+// configuration: at preFilter and reserve, and first at postFilter, where it preempts in
+// place of DefaultPreemption.
+func enableCapacityScheduling(profile map[string]any) {
+	plugins, _ := profile["plugins"].(map[string]any)
+	if plugins == nil {
+		plugins = map[string]any{}
+		profile["plugins"] = plugins
+	}
+	plugin := map[string]any{"name": "CapacityScheduling"}
+	for _, point := range []string{"preFilter", "postFilter", "reserve"} {
+		set, _ := plugins[point].(map[string]any)
+		if set == nil {
+			set = map[string]any{}
+			plugins[point] = set
+		}
+		enabled, _ := set["enabled"].([]any)
+		if point == "postFilter" {
+			set["enabled"] = append([]any{plugin}, enabled...)
+			set["disabled"] = []any{map[string]any{"name": "DefaultPreemption"}}
+			continue
+		}
+		set["enabled"] = append(enabled, plugin)
+	}
 }
 
 func httpOK(url string, client *http.Client) func(context.Context) error {

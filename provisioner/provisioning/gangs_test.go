@@ -24,20 +24,8 @@ import (
 // retried without waiting for the scheduler and planned whole.
 func TestGangsGetCapacityAllOrNothing(t *testing.T) {
 	// Four 900m pods fill an m.xlarge; the limit takes three of them, twelve pods.
-	f := newFixture(t, fakeInstanceTypes{types: []*cloudprovider.InstanceType{instanceType("m.xlarge", 4, 16, 0.15)}}, pool("general", func(np *karpv1.NodePool) {
-		np.Spec.Limits = karpv1.Limits{corev1.ResourceCPU: resource.MustParse("12")}
-	}))
-	f.prov.gangs = gang.PodGroups{Client: f.kube}
+	f, members := gangFixture(t, "12", 16)
 	ctx := context.Background()
-	pg := &schedv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "train"}, Spec: schedv1alpha1.PodGroupSpec{MinMember: 16}}
-	if err := f.kube.Create(ctx, pg); err != nil {
-		t.Fatal(err)
-	}
-	member := func(p *corev1.Pod) { p.Labels = map[string]string{gang.Label: "train"} }
-	var members []*corev1.Pod
-	for i := range 16 {
-		members = append(members, f.pod(t, fmt.Sprintf("train-%d", i), "900m", member))
-	}
 	web := f.pod(t, "web", "900m")
 	// The scheduler has handed over ten members so far.
 	subs := []Submission{{Pod: web}}
@@ -94,18 +82,11 @@ func TestGangsGetCapacityAllOrNothing(t *testing.T) {
 // was planned, and its members no longer fit (the NodePool's limit was lowered meanwhile):
 // the NodeClaim still held for the other half is deleted, not left idle.
 func TestAGangThatNoLongerFitsReleasesItsCapacity(t *testing.T) {
-	f := newFixture(t, fakeInstanceTypes{types: []*cloudprovider.InstanceType{instanceType("m.xlarge", 4, 16, 0.15)}}, pool("general", func(np *karpv1.NodePool) {
-		np.Spec.Limits = karpv1.Limits{corev1.ResourceCPU: resource.MustParse("8")}
-	}))
-	f.prov.gangs = gang.PodGroups{Client: f.kube}
+	f, members := gangFixture(t, "8", 8)
 	ctx := context.Background()
-	pg := &schedv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "train"}, Spec: schedv1alpha1.PodGroupSpec{MinMember: 8}}
-	if err := f.kube.Create(ctx, pg); err != nil {
-		t.Fatal(err)
-	}
 	var subs []Submission
-	for i := range 8 {
-		subs = append(subs, Submission{Pod: f.pod(t, fmt.Sprintf("train-%d", i), "900m", func(p *corev1.Pod) { p.Labels = map[string]string{gang.Label: "train"} })})
+	for _, m := range members {
+		subs = append(subs, Submission{Pod: m})
 	}
 	f.prov.Submit(subs)
 	if err := f.prov.Provision(ctx); err != nil {
@@ -160,4 +141,23 @@ func TestAGangThatNoLongerFitsReleasesItsCapacity(t *testing.T) {
 			t.Errorf("member %s still planned", s.Pod.Name)
 		}
 	}
+}
+
+// gangFixture is a provisioner reading PodGroups, a NodePool of m.xlarge (four of the
+// members fit one) limited to cpus, and the n pods of PodGroup train of minMember n.
+func gangFixture(t *testing.T, cpus string, n int) (*fixture, []*corev1.Pod) {
+	t.Helper()
+	f := newFixture(t, fakeInstanceTypes{types: []*cloudprovider.InstanceType{instanceType("m.xlarge", 4, 16, 0.15)}}, pool("general", func(np *karpv1.NodePool) {
+		np.Spec.Limits = karpv1.Limits{corev1.ResourceCPU: resource.MustParse(cpus)}
+	}))
+	f.prov.gangs = gang.PodGroups{Client: f.kube}
+	pg := &schedv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "train"}, Spec: schedv1alpha1.PodGroupSpec{MinMember: int32(n)}}
+	if err := f.kube.Create(context.Background(), pg); err != nil {
+		t.Fatal(err)
+	}
+	members := make([]*corev1.Pod, n)
+	for i := range members {
+		members[i] = f.pod(t, fmt.Sprintf("train-%d", i), "900m", func(p *corev1.Pod) { p.Labels = map[string]string{gang.Label: "train"} })
+	}
+	return f, members
 }

@@ -34,8 +34,8 @@ bench-scheduler: ## Scheduler throughput on existing nodes with and without Node
 	@hack/bench-scheduler.sh
 
 .PHONY: bench-scaledown
-bench-scaledown: binaries ## Scale webmix 2000→500 and diverse 1000→700 pods on the local stack: cost vs a fresh plan, nodes disrupted, evictions, PDB violations, time to converge.
-	_output/bin/tailor-dev scaledown
+bench-scaledown: binaries ## Scale webmix 2000→500 and diverse 1000→700 pods on the local stack: cost vs a fresh plan, nodes disrupted, evictions, PDB violations, time to converge. FEATURE_GATES=SpotToSpotConsolidation=true lets spot replace spot.
+	_output/bin/tailor-dev scaledown $(if $(FEATURE_GATES),--feature-gates $(FEATURE_GATES))
 
 .PHONY: bench-scale
 bench-scale: binaries ## Burst to 5,000 nodes (webmix+diverse, NODES= or PODS= for less), scale down to a third: latencies, binds/s, RSS/CPU, API requests, consolidation; writes _output/bench/scale.json.

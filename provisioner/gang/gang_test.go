@@ -117,6 +117,12 @@ func TestPlanIsAllOrNothingPerGang(t *testing.T) {
 		gangs: map[Key]Spec{key("job"): {Key: key("job"), MinMember: 16}},
 		want:  outcome{Planned: map[string]int{"web": 2}, Nodes: 1, Refusals: []string{"job: 16 pending, 12 placed, 0 counted"}},
 	}, {
+		name:  "a gang over the NodePool's limit by one member gets none",
+		cpus:  12,
+		pods:  members("job", "job", 13),
+		gangs: map[Key]Spec{key("job"): {Key: key("job"), MinMember: 13}},
+		want:  outcome{Planned: map[string]int{}, Refusals: []string{"job: 13 pending, 12 placed, 0 counted"}},
+	}, {
 		name:    "members already running count toward MinMember",
 		cpus:    12,
 		pods:    members("job", "job", 12),

@@ -3,12 +3,14 @@ package provisioning
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
@@ -160,4 +162,62 @@ func gangFixture(t *testing.T, cpus string, n int) (*fixture, []*corev1.Pod) {
 		members[i] = f.pod(t, fmt.Sprintf("train-%d", i), "900m", func(p *corev1.Pod) { p.Labels = map[string]string{gang.Label: "train"} })
 	}
 	return f, members
+}
+
+// TestAGangHitByACapacityErrorIsPlannedAgainWhole: one of a gang's two NodeClaims fails to
+// launch (its offering had no capacity); its members are planned again, counting those
+// whose NodeClaim launched (the cloud provider's unavailable offerings steer the new one
+// elsewhere), and the gang fits whole again without launching the kept half twice.
+func TestAGangHitByACapacityErrorIsPlannedAgainWhole(t *testing.T) {
+	f, members := gangFixture(t, "8", 8)
+	ctx := context.Background()
+	var subs []Submission
+	for _, m := range members {
+		subs = append(subs, Submission{Pod: m})
+	}
+	f.prov.Submit(subs)
+	if err := f.prov.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	claims := f.claims(t)
+	if len(claims) != 2 {
+		t.Fatalf("%d NodeClaims for the gang, want 2", len(claims))
+	}
+	failed, kept := claims[0], claims[1]
+	withdrawn := map[types.UID]bool{}
+	for _, p := range f.tracker.PodsOf(failed.Name) {
+		withdrawn[p.UID] = true
+	}
+	failed.Finalizers = nil
+	if err := f.kube.Update(ctx, &failed); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.kube.Delete(ctx, &failed); err != nil {
+		t.Fatal(err)
+	}
+	f.tracker.DropClaim(failed.Name)
+	var again []Submission
+	for _, s := range subs {
+		if withdrawn[s.Pod.UID] {
+			again = append(again, s)
+		}
+	}
+	f.prov.Submit(again)
+	if err := f.prov.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range members {
+		if !f.tracker.Planned(m.UID) {
+			t.Errorf("member %s not planned again", m.Name)
+		}
+	}
+	var live []string
+	for _, nc := range f.claims(t) {
+		if nc.DeletionTimestamp == nil {
+			live = append(live, nc.Name)
+		}
+	}
+	if len(live) != 2 || !slices.Contains(live, kept.Name) {
+		t.Errorf("NodeClaims %v, want %s kept and one new for the members of %s", live, kept.Name, failed.Name)
+	}
 }

@@ -55,44 +55,64 @@ func TestGangRunsWholeOrNotAtAll(t *testing.T) {
 		t.Fatalf("%d NodeClaims launched for a gang that cannot run: %v", len(claims), claims)
 	}
 
+	e.setGPULimit(t, "16")
+	raised := time.Now()
+	bound, _ := e.waitGangRunning(t, "train", gangMembers)
+	first, last := slices.MinFunc(bound, time.Time.Compare), slices.MaxFunc(bound, time.Time.Compare)
+	t.Logf("all %d members running %s after the limit was raised, bound within %s of each other (to the second), on %d NodeClaims",
+		gangMembers, time.Since(raised).Round(time.Second), last.Sub(first), len(e.gpuClaims(t)))
+	// Coscheduling's Permit holds the members until all have a node, then binds them.
+	if spread := last.Sub(first); spread > 10*time.Second {
+		t.Errorf("members bound over %s, want within seconds of each other", spread)
+	}
+
+	// A gang that fits from the start: from its last member's creation to all running.
+	e.setGPULimit(t, "20")
+	e.apply(t, "gang-eval.yaml")
+	_, evalCreated := e.waitGangRunning(t, "eval", 4)
+	t.Logf("a 4-member gang that fits: all running %s after its last member was created", time.Since(slices.MaxFunc(evalCreated, time.Time.Compare)).Round(time.Second))
+}
+
+// setGPULimit sets the GPU limit of the gang test's NodePool.
+func (e *env) setGPULimit(t *testing.T, gpus string) {
+	t.Helper()
 	np := &karpv1.NodePool{}
 	if err := e.kube.Get(e.ctx, client.ObjectKey{Name: "gpu"}, np); err != nil {
 		t.Fatal(err)
 	}
-	np.Spec.Limits = karpv1.Limits{"nvidia.com/gpu": resource.MustParse("16")}
+	np.Spec.Limits = karpv1.Limits{"nvidia.com/gpu": resource.MustParse(gpus)}
 	if err := e.kube.Update(e.ctx, np); err != nil {
 		t.Fatal(err)
 	}
-	raised := time.Now()
-	var bound []time.Time
-	err = wait.PollUntilContextTimeout(e.ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+}
+
+// waitGangRunning waits for n pods of the app to run and returns when each was bound and
+// created.
+func (e *env) waitGangRunning(t *testing.T, app string, n int) (bound, created []time.Time) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(e.ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		pods := &corev1.PodList{}
-		if err := e.kube.List(ctx, pods, client.InNamespace("default"), client.MatchingLabels{"app": "train"}); err != nil {
+		if err := e.kube.List(ctx, pods, client.InNamespace("default"), client.MatchingLabels{"app": app}); err != nil {
 			return false, err
 		}
-		bound = bound[:0]
+		bound, created = bound[:0], created[:0]
 		for _, p := range pods.Items {
 			if p.Status.Phase != corev1.PodRunning {
 				continue
 			}
+			created = append(created, p.CreationTimestamp.Time)
 			for _, c := range p.Status.Conditions {
 				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
 					bound = append(bound, c.LastTransitionTime.Time)
 				}
 			}
 		}
-		return len(bound) == gangMembers, nil
+		return len(bound) == n, nil
 	})
 	if err != nil {
-		t.Fatalf("%d of %d gang members running %s after the limit was raised: %v", len(bound), gangMembers, time.Since(raised).Round(time.Second), err)
+		t.Fatalf("%d of %d pods of %s running: %v", len(bound), n, app, err)
 	}
-	first, last := slices.MinFunc(bound, time.Time.Compare), slices.MaxFunc(bound, time.Time.Compare)
-	t.Logf("all %d members running %s after the limit was raised, bound within %s of each other, on %d NodeClaims",
-		gangMembers, time.Since(raised).Round(time.Second), last.Sub(first), len(e.gpuClaims(t)))
-	// Coscheduling's Permit holds the members until all have a node, then binds them.
-	if spread := last.Sub(first); spread > 10*time.Second {
-		t.Errorf("members bound over %s, want within seconds of each other", spread)
-	}
+	return bound, created
 }
 
 // gpuClaims names the NodeClaims of the gang test's NodePool.

@@ -3,7 +3,6 @@ package disruption
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -13,14 +12,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
-	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/provisioner/gang"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
@@ -33,11 +30,7 @@ import (
 var kube client.Client
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.Run(m, func(cfg *rest.Config) error {
-		var err error
-		kube, err = client.New(cfg, client.Options{Scheme: apischeme.New()})
-		return err
-	}))
+	testenv.Main(m, nil, &kube)
 }
 
 // instanceType is a machine of cpu cores and 4Gi per core at an on-demand price in one zone.

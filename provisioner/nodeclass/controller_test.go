@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +28,6 @@ import (
 
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
-	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws"
 	"github.com/tailor-autoscaler/tailor/test/localaws"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
@@ -44,12 +42,7 @@ var (
 
 func TestMain(m *testing.M) {
 	log.SetLogger(logr.Discard())
-	os.Exit(testenv.Run(m, func(c *rest.Config) error {
-		cfg = c
-		var err error
-		kube, err = client.New(cfg, client.Options{Scheme: apischeme.New()})
-		return err
-	}))
+	testenv.Main(m, &cfg, &kube)
 }
 
 // fixture is the controller with the EC2 provider against the local endpoint, through the

@@ -2,7 +2,6 @@ package nodepool
 
 import (
 	"context"
-	"os"
 	"sort"
 	"testing"
 	"time"
@@ -22,7 +21,6 @@ import (
 
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
-	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
 )
 
@@ -35,12 +33,7 @@ var (
 
 func TestMain(m *testing.M) {
 	log.SetLogger(logr.Discard())
-	os.Exit(testenv.Run(m, func(c *rest.Config) error {
-		cfg = c
-		var err error
-		kube, err = client.New(cfg, client.Options{Scheme: apischeme.New()})
-		return err
-	}))
+	testenv.Main(m, &cfg, &kube)
 }
 
 // startController runs the controller in a manager, as the sidecar does, until the test ends.

@@ -2,29 +2,22 @@ package nomination
 
 import (
 	"context"
-	"os"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
-	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
 )
 
 var kube client.Client
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.Run(m, func(cfg *rest.Config) error {
-		var err error
-		kube, err = client.New(cfg, client.Options{Scheme: apischeme.New()})
-		return err
-	}))
+	testenv.Main(m, nil, &kube)
 }
 
 // TestSyncAllRecoversEveryPlanBeforeANewLeaderPlans stores NodeClaims as a previous leader

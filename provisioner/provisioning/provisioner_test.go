@@ -3,7 +3,6 @@ package provisioning
 import (
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 
@@ -27,10 +26,7 @@ import (
 var cfg *rest.Config
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.Run(m, func(c *rest.Config) error {
-		cfg = c
-		return nil
-	}))
+	testenv.Main(m, &cfg, nil)
 }
 
 type noTrigger struct{}

@@ -3,7 +3,6 @@ package quota
 import (
 	"context"
 	"errors"
-	"os"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -24,10 +23,7 @@ import (
 var cfg *rest.Config
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.Run(m, func(c *rest.Config) error {
-		cfg = c
-		return nil
-	}))
+	testenv.Main(m, &cfg, nil)
 }
 
 // read is what a test compares of a quota: its ElasticQuota by name rather than the object.

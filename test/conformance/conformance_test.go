@@ -35,10 +35,7 @@ import (
 var cfg *rest.Config
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.Run(m, func(c *rest.Config) error {
-		cfg = c
-		return nil
-	}))
+	testenv.Main(m, &cfg, nil)
 }
 
 func TestCorpusListsEveryManifest(t *testing.T) {

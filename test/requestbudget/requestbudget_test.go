@@ -11,7 +11,6 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
-	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -48,10 +47,7 @@ var cfg *rest.Config
 
 func TestMain(m *testing.M) {
 	ctrllog.SetLogger(klog.Background())
-	os.Exit(testenv.Run(m, func(c *rest.Config) error {
-		cfg = c
-		return nil
-	}))
+	testenv.Main(m, &cfg, nil)
 }
 
 const cluster = "budget-test"

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -69,6 +70,23 @@ func Run(m *testing.M, setup func(cfg *rest.Config) error) int {
 		fmt.Fprintln(os.Stderr, "stopping envtest:", err)
 	}
 	return code
+}
+
+// Main serves a package's TestMain: it starts an API server with the CRDs, sets *cfg to its
+// client configuration and *kube to a client with Tailor's scheme (each unless nil), runs
+// the tests, stops the server and exits with the tests' code.
+func Main(m *testing.M, cfg **rest.Config, kube *client.Client) {
+	os.Exit(Run(m, func(c *rest.Config) error {
+		if cfg != nil {
+			*cfg = c
+		}
+		if kube == nil {
+			return nil
+		}
+		var err error
+		*kube, err = client.New(c, client.Options{Scheme: apischeme.New()})
+		return err
+	}))
 }
 
 // NewManager returns a controller manager on the test's API server, serving no metrics, for

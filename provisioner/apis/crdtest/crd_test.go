@@ -6,7 +6,6 @@ package crdtest
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 
@@ -22,10 +21,7 @@ import (
 var cfg *rest.Config
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.Run(m, func(c *rest.Config) error {
-		cfg = c
-		return nil
-	}))
+	testenv.Main(m, &cfg, nil)
 }
 
 func create(t *testing.T, manifest string) error {

@@ -2,7 +2,6 @@ package expiration
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -11,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -20,7 +18,6 @@ import (
 
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
-	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
 	"github.com/tailor-autoscaler/tailor/provisioner/metrics"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
 )
@@ -29,11 +26,7 @@ var kube client.Client
 
 func TestMain(m *testing.M) {
 	log.SetLogger(logr.Discard())
-	os.Exit(testenv.Run(m, func(cfg *rest.Config) error {
-		var err error
-		kube, err = client.New(cfg, client.Options{Scheme: apischeme.New()})
-		return err
-	}))
+	testenv.Main(m, nil, &kube)
 }
 
 // nodeClaim stores a NodeClaim of the NodePool "expiry" with expireAfter. (A zero

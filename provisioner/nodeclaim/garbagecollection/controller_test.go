@@ -3,7 +3,6 @@ package garbagecollection
 import (
 	"context"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -43,10 +42,7 @@ import (
 var cfg *rest.Config
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.Run(m, func(c *rest.Config) error {
-		cfg = c
-		return nil
-	}))
+	testenv.Main(m, &cfg, nil)
 }
 
 const cluster = "gc-test"

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -18,7 +17,6 @@ import (
 
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
-	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
 )
@@ -29,12 +27,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.Run(m, func(cfg *rest.Config) error {
-		restConfig = cfg
-		var err error
-		kube, err = client.New(cfg, client.Options{Scheme: apischeme.New()})
-		return err
-	}))
+	testenv.Main(m, &restConfig, &kube)
 }
 
 // launcher starts the sidecar's shutdown in the middle of a launch, records whether the

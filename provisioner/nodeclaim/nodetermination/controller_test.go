@@ -3,7 +3,6 @@ package nodetermination
 import (
 	"context"
 	"errors"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -25,7 +24,6 @@ import (
 
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
-	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/drain"
@@ -41,12 +39,7 @@ var (
 
 func TestMain(m *testing.M) {
 	log.SetLogger(logr.Discard())
-	os.Exit(testenv.Run(m, func(c *rest.Config) error {
-		cfg = c
-		var err error
-		kube, err = client.New(cfg, client.Options{Scheme: apischeme.New()})
-		return err
-	}))
+	testenv.Main(m, &cfg, &kube)
 }
 
 // cloud is an instance that is already gone when asked to terminate; it records what it

@@ -84,31 +84,9 @@ func TestGangsGetCapacityAllOrNothing(t *testing.T) {
 // was planned, and its members no longer fit (the NodePool's limit was lowered meanwhile):
 // the NodeClaim still held for the other half is deleted, not left idle.
 func TestAGangThatNoLongerFitsReleasesItsCapacity(t *testing.T) {
-	f, members := gangFixture(t, "8", 8)
+	f, subs, claims := gangOnTwoClaims(t)
 	ctx := context.Background()
-	var subs []Submission
-	for _, m := range members {
-		subs = append(subs, Submission{Pod: m})
-	}
-	f.prov.Submit(subs)
-	if err := f.prov.Provision(ctx); err != nil {
-		t.Fatal(err)
-	}
-	claims := f.claims(t)
-	if len(claims) != 2 {
-		t.Fatalf("%d NodeClaims for the gang, want 2", len(claims))
-	}
-	// The first NodeClaim fails to launch: it goes, and its pods are planned again.
-	failed := claims[0]
-	withdrawn := f.tracker.PodsOf(failed.Name)
-	failed.Finalizers = nil
-	if err := f.kube.Update(ctx, &failed); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.kube.Delete(ctx, &failed); err != nil {
-		t.Fatal(err)
-	}
-	f.tracker.DropClaim(failed.Name)
+	again := f.failClaim(t, claims[0], subs)
 	np := &karpv1.NodePool{}
 	if err := f.kube.Get(ctx, client.ObjectKey{Name: "general"}, np); err != nil {
 		t.Fatal(err)
@@ -117,25 +95,11 @@ func TestAGangThatNoLongerFitsReleasesItsCapacity(t *testing.T) {
 	if err := f.kube.Update(ctx, np); err != nil {
 		t.Fatal(err)
 	}
-	var again []Submission
-	for _, s := range subs {
-		for _, w := range withdrawn {
-			if s.Pod.UID == w.UID {
-				again = append(again, s)
-			}
-		}
-	}
 	f.prov.Submit(again)
 	if err := f.prov.Provision(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var left []string
-	for _, nc := range f.claims(t) {
-		if nc.DeletionTimestamp == nil {
-			left = append(left, nc.Name)
-		}
-	}
-	if len(left) > 0 {
+	if left := f.liveClaims(t); len(left) > 0 {
 		t.Errorf("NodeClaims %v kept for a gang that no longer fits", left)
 	}
 	for _, s := range subs {
@@ -169,55 +133,75 @@ func gangFixture(t *testing.T, cpus string, n int) (*fixture, []*corev1.Pod) {
 // whose NodeClaim launched (the cloud provider's unavailable offerings steer the new one
 // elsewhere), and the gang fits whole again without launching the kept half twice.
 func TestAGangHitByACapacityErrorIsPlannedAgainWhole(t *testing.T) {
+	f, subs, claims := gangOnTwoClaims(t)
+	failed, kept := claims[0], claims[1]
+	f.prov.Submit(f.failClaim(t, failed, subs))
+	if err := f.prov.Provision(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range subs {
+		if !f.tracker.Planned(s.Pod.UID) {
+			t.Errorf("member %s not planned again", s.Pod.Name)
+		}
+	}
+	if live := f.liveClaims(t); len(live) != 2 || !slices.Contains(live, kept.Name) {
+		t.Errorf("NodeClaims %v, want %s kept and one new for the members of %s", live, kept.Name, failed.Name)
+	}
+}
+
+// gangOnTwoClaims plans a gang of eight onto two NodeClaims, within a limit of eight CPUs.
+func gangOnTwoClaims(t *testing.T) (*fixture, []Submission, []karpv1.NodeClaim) {
+	t.Helper()
 	f, members := gangFixture(t, "8", 8)
-	ctx := context.Background()
 	var subs []Submission
 	for _, m := range members {
 		subs = append(subs, Submission{Pod: m})
 	}
 	f.prov.Submit(subs)
-	if err := f.prov.Provision(ctx); err != nil {
+	if err := f.prov.Provision(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	claims := f.claims(t)
 	if len(claims) != 2 {
 		t.Fatalf("%d NodeClaims for the gang, want 2", len(claims))
 	}
-	failed, kept := claims[0], claims[1]
+	return f, subs, claims
+}
+
+// failClaim deletes a NodeClaim as a failed launch does and withdraws its pods' plans; it
+// returns the submissions of those pods, to hand over again.
+func (f *fixture) failClaim(t *testing.T, nc karpv1.NodeClaim, subs []Submission) []Submission {
+	t.Helper()
+	ctx := context.Background()
 	withdrawn := map[types.UID]bool{}
-	for _, p := range f.tracker.PodsOf(failed.Name) {
+	for _, p := range f.tracker.PodsOf(nc.Name) {
 		withdrawn[p.UID] = true
 	}
-	failed.Finalizers = nil
-	if err := f.kube.Update(ctx, &failed); err != nil {
+	nc.Finalizers = nil
+	if err := f.kube.Update(ctx, &nc); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.kube.Delete(ctx, &failed); err != nil {
+	if err := f.kube.Delete(ctx, &nc); err != nil {
 		t.Fatal(err)
 	}
-	f.tracker.DropClaim(failed.Name)
+	f.tracker.DropClaim(nc.Name)
 	var again []Submission
 	for _, s := range subs {
 		if withdrawn[s.Pod.UID] {
 			again = append(again, s)
 		}
 	}
-	f.prov.Submit(again)
-	if err := f.prov.Provision(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range members {
-		if !f.tracker.Planned(m.UID) {
-			t.Errorf("member %s not planned again", m.Name)
-		}
-	}
+	return again
+}
+
+// liveClaims names the NodeClaims not being deleted.
+func (f *fixture) liveClaims(t *testing.T) []string {
+	t.Helper()
 	var live []string
 	for _, nc := range f.claims(t) {
 		if nc.DeletionTimestamp == nil {
 			live = append(live, nc.Name)
 		}
 	}
-	if len(live) != 2 || !slices.Contains(live, kept.Name) {
-		t.Errorf("NodeClaims %v, want %s kept and one new for the members of %s", live, kept.Name, failed.Name)
-	}
+	return live
 }

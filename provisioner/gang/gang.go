@@ -116,6 +116,23 @@ type Batch struct {
 	ZoneOf map[Key]string
 }
 
+// Zones are the zones the NodePools' instance types are offered in, in order: where a gang
+// kept to one zone may go (Batch.Zones).
+func Zones(pools []packing.NodePool) []string {
+	var zones []string
+	for _, np := range pools {
+		for _, it := range np.InstanceTypes {
+			for _, o := range it.Offerings {
+				if !slices.Contains(zones, o.Zone) {
+					zones = append(zones, o.Zone)
+				}
+			}
+		}
+	}
+	slices.Sort(zones)
+	return zones
+}
+
 // Plan plans the batch's pods with solve, all or nothing per gang. A gang whose counted and
 // placed members number fewer than its MinMember is left out of the plan whole, and the
 // other pods are planned again without it, so that none of its capacity is launched and no

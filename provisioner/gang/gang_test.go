@@ -2,7 +2,6 @@ package gang
 
 import (
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -268,16 +267,7 @@ func TestGangsOnTheCatalog(t *testing.T) {
 	cpu := func(p *corev1.Pod) {
 		p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi")}
 	}
-	var zones []string
-	for _, np := range pools {
-		for _, it := range np.InstanceTypes {
-			for _, o := range it.Offerings {
-				if !slices.Contains(zones, o.Zone) {
-					zones = append(zones, o.Zone)
-				}
-			}
-		}
-	}
+	zones := Zones(pools)
 	for _, c := range []struct {
 		name  string
 		shape func(*corev1.Pod)

@@ -3,7 +3,6 @@ package provisioning
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -81,11 +80,13 @@ func (p *Provisioner) readMembers(ctx context.Context, g *gangs, key gang.Key, f
 			continue
 		}
 		live, pending := unbound[pod.UID]
-		member := first
-		member.Pod, member.Early, member.StaleNode, member.SchedulerMessage = live, false, "", ""
-		switch {
-		case !pending:
+		if !pending {
 			g.counted[key]++
+			continue
+		}
+		// A pending member is handed over as the first one found was.
+		member := Submission{Pod: live, Profile: first.Profile, NodePools: first.NodePools}
+		switch {
 		case p.tracker.Planned(pod.UID):
 			g.counted[key]++
 			g.planned[key] = append(g.planned[key], member)
@@ -104,7 +105,7 @@ func (p *Provisioner) solveGangs(ctx context.Context, input packing.Input, g gan
 	if len(g.specs) == 0 {
 		return packing.Solve(input), input.Pods, nil
 	}
-	batch := gang.Batch{Pods: input.Pods, Gangs: g.specs, Counted: g.counted, Zones: zonesOf(input.NodePools), ZoneOf: gangZones(input.Nodes)}
+	batch := gang.Batch{Pods: input.Pods, Gangs: g.specs, Counted: g.counted, Zones: gang.Zones(input.NodePools), ZoneOf: gangZones(input.Nodes)}
 	plan, planned, refusals := gang.Plan(batch, func(pods []*corev1.Pod) packing.Plan {
 		in := input
 		in.Pods = pods
@@ -153,24 +154,6 @@ func gangZones(nodes []packing.Node) map[gang.Key]string {
 		}
 	}
 	return out
-}
-
-// zonesOf are the zones the NodePools' instance types are offered in, in order.
-func zonesOf(pools []packing.NodePool) []string {
-	seen := map[string]bool{}
-	var zones []string
-	for _, np := range pools {
-		for _, it := range np.InstanceTypes {
-			for _, o := range it.Offerings {
-				if !seen[o.Zone] {
-					seen[o.Zone] = true
-					zones = append(zones, o.Zone)
-				}
-			}
-		}
-	}
-	slices.Sort(zones)
-	return zones
 }
 
 // release gives back the capacity planned earlier for members of the gangs refused (the

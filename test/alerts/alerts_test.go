@@ -28,10 +28,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
-	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
 	"github.com/tailor-autoscaler/tailor/test/localaws"
 	"github.com/tailor-autoscaler/tailor/test/localstack"
-	"github.com/tailor-autoscaler/tailor/test/testenv"
+	"github.com/tailor-autoscaler/tailor/test/stacktest"
 )
 
 // Timings of the rules as the test renders them, short enough for a test; the chart's
@@ -234,31 +233,10 @@ func startStack(t *testing.T) *env {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	t.Cleanup(cancel)
-	dir := t.TempDir()
-	stack, err := localstack.Up(ctx, localstack.Options{
-		Root: testenv.Root(), Dir: dir, BootDelay: time.Second,
+	stack, cs, kube := stacktest.Start(t, ctx, localstack.Options{
+		BootDelay:       time.Second,
 		ProvisionerArgs: []string{"--disruption-interval=1s", "--orphan-instance-grace=10s", "--unavailable-offerings-ttl=" + unavailableTTL.String()},
 	})
-	if err != nil {
-		t.Fatalf("starting the local stack: %v", err)
-	}
-	t.Cleanup(func() {
-		stack.Down()
-		if t.Failed() {
-			logs, _ := filepath.Glob(filepath.Join(dir, "logs", "tailor-*.log"))
-			for _, l := range logs {
-				t.Logf("--- %s ---\n%s", filepath.Base(l), tailOf(l, 30))
-			}
-		}
-	})
-	cs, err := kubernetes.NewForConfig(stack.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kube, err := client.New(stack.Config, client.Options{Scheme: apischeme.New()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return &env{ctx: ctx, stack: stack, cs: cs, kube: kube}
 }
 
@@ -355,22 +333,7 @@ func (e *env) deletePod(t *testing.T, name string) {
 
 func (e *env) waitRunning(t *testing.T, name string) *corev1.Pod {
 	t.Helper()
-	var got *corev1.Pod
-	err := wait.PollUntilContextTimeout(e.ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		p, err := e.cs.CoreV1().Pods(metav1.NamespaceDefault).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		got = p
-		return p.Status.Phase == corev1.PodRunning, nil
-	})
-	if err != nil {
-		if got == nil {
-			t.Fatalf("pod %s not Running: %v", name, err)
-		}
-		t.Fatalf("pod %s not Running (phase %s, node %q): %v", name, got.Status.Phase, got.Spec.NodeName, err)
-	}
-	return got
+	return stacktest.WaitRunning(t, e.ctx, e.cs, name, 2*time.Minute)
 }
 
 // deleteNodeClaimsWhere deletes the NodeClaims that match.

@@ -16,6 +16,7 @@ import (
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/test/localstack"
 	"github.com/tailor-autoscaler/tailor/test/scenario"
+	"github.com/tailor-autoscaler/tailor/test/stacktest"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
 )
 
@@ -49,19 +50,7 @@ func (e *env) applyExamplePool(t *testing.T) {
 
 func (e *env) waitRunning(t *testing.T, name string, timeout time.Duration) *corev1.Pod {
 	t.Helper()
-	var got *corev1.Pod
-	err := wait.PollUntilContextTimeout(e.ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		p, err := e.cs.CoreV1().Pods(metav1.NamespaceDefault).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		got = p
-		return p.Status.Phase == corev1.PodRunning, nil
-	})
-	if err != nil {
-		t.Fatalf("pod %s not Running (phase %s, node %q): %v", name, got.Status.Phase, got.Spec.NodeName, err)
-	}
-	return got
+	return stacktest.WaitRunning(t, e.ctx, e.cs, name, timeout)
 }
 
 func (e *env) nodeClaims(t *testing.T) []karpv1.NodeClaim {

@@ -95,6 +95,12 @@ var (
 		Namespace: namespace, Subsystem: "nodeclaims", Name: "disrupted_total",
 		Help: "NodeClaims deleted to replace or remove their node, by reason (expired, ...).",
 	}, []string{LabelNodePool, LabelReason})
+	// NodeRepairs counts nodes replaced by node repair, by NodePool and the condition that
+	// stayed unhealthy past its toleration (Ready=False, AcceleratedHardwareReady=False, ...).
+	NodeRepairs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: "nodes", Name: "repaired_total",
+		Help: "Nodes replaced because a condition stayed unhealthy past its toleration, by NodePool and condition (Type=Status).",
+	}, []string{LabelNodePool, "condition"})
 	// GRPC measures the gRPC API the scheduler plugin calls: requests, codes, latency.
 	GRPC = grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
 		grpcprom.WithHistogramBuckets(prometheus.ExponentialBuckets(0.0005, 2, 14)),
@@ -104,7 +110,7 @@ var (
 func init() {
 	crmetrics.Registry.MustRegister(
 		PodsQueued, PodBoundSeconds, PodFirstNodeClaimSeconds, PlanSeconds, PlannedPods,
-		NodeClaimsCreated, NodeClaimsReplanned, NodeClaimsLaunched, NodeClaimsRegistered, NodeClaimsInitialized, LaunchErrors, NodeClaimsDisrupted,
+		NodeClaimsCreated, NodeClaimsReplanned, NodeClaimsLaunched, NodeClaimsRegistered, NodeClaimsInitialized, LaunchErrors, NodeClaimsDisrupted, NodeRepairs,
 		GRPC,
 	)
 }

@@ -53,6 +53,7 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/garbagecollection"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/lifecycle"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/nodetermination"
+	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/repair"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/termination"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclass"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodepool"
@@ -119,8 +120,11 @@ type Options struct {
 	// never wait behind a burst of work.
 	KubeAPIQPS   float64
 	KubeAPIBurst int
-	// FeatureGates are Karpenter's feature gates; Tailor builds SpotToSpotConsolidation.
+	// FeatureGates are Karpenter's feature gates; Tailor builds SpotToSpotConsolidation and
+	// NodeRepair.
 	FeatureGates FeatureGates
+	// RepairPolicies are the node conditions NodeRepair replaces nodes for.
+	RepairPolicies repair.Policies
 	// MinValuesPolicy says whether planning refuses (Strict) or relaxes (BestEffort) a
 	// NodePool's minValues it cannot meet.
 	MinValuesPolicy MinValuesPolicy
@@ -279,6 +283,11 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		nodepool.NewController(mgr.GetClient(), recorder),
 	} {
 		if err := c.Register(mgr); err != nil {
+			return fmt.Errorf("registering controller: %w", err)
+		}
+	}
+	if opts.FeatureGates.Enabled(GateNodeRepair) {
+		if err := repair.NewController(mgr.GetClient(), recorder, clk, opts.RepairPolicies).Register(mgr); err != nil {
 			return fmt.Errorf("registering controller: %w", err)
 		}
 	}

@@ -201,19 +201,33 @@ const InterruptionDeadlineAnnotationKey = "tailor.sh/interruption-deadline"
 const interruptionMargin = 20 * time.Second
 
 // drainDeadline is when draining stops waiting for budgets: the NodeClaim's termination
-// grace period, or shortly before an announced reclaim, whichever comes first; zero for
-// never.
+// grace period, shortly before an announced reclaim, or its termination timestamp (node
+// repair), whichever comes first; zero for never.
 func drainDeadline(nc *karpv1.NodeClaim) time.Time {
 	var deadline time.Time
-	if tgp := nc.Spec.TerminationGracePeriod; tgp != nil {
-		deadline = nc.DeletionTimestamp.Add(tgp.Duration)
-	}
-	if v := nc.Annotations[InterruptionDeadlineAnnotationKey]; v != "" {
-		if reclaim, err := time.Parse(time.RFC3339, v); err == nil {
-			if d := reclaim.Add(-interruptionMargin); deadline.IsZero() || d.Before(deadline) {
-				deadline = d
-			}
+	sooner := func(d time.Time) {
+		if deadline.IsZero() || d.Before(deadline) {
+			deadline = d
 		}
 	}
+	if tgp := nc.Spec.TerminationGracePeriod; tgp != nil {
+		sooner(nc.DeletionTimestamp.Add(tgp.Duration))
+	}
+	if reclaim, ok := annotatedTime(nc, InterruptionDeadlineAnnotationKey); ok {
+		sooner(reclaim.Add(-interruptionMargin))
+	}
+	if at, ok := annotatedTime(nc, karpv1.NodeClaimTerminationTimestampAnnotationKey); ok {
+		sooner(at)
+	}
 	return deadline
+}
+
+// annotatedTime reads an RFC 3339 time from the NodeClaim's annotation key.
+func annotatedTime(nc *karpv1.NodeClaim, key string) (time.Time, bool) {
+	v := nc.Annotations[key]
+	if v == "" {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	return t, err == nil
 }

@@ -22,6 +22,10 @@ func TestDrainDeadline(t *testing.T) {
 		}
 		return nc
 	}
+	repaired := func(nc *karpv1.NodeClaim, at string) *karpv1.NodeClaim {
+		nc.Annotations[karpv1.NodeClaimTerminationTimestampAnnotationKey] = at
+		return nc
+	}
 	tests := []struct {
 		name string
 		nc   *karpv1.NodeClaim
@@ -33,6 +37,9 @@ func TestDrainDeadline(t *testing.T) {
 		{name: "the reclaim comes before the grace period ends", nc: claim(time.Hour, "2026-11-23T12:02:00Z"), want: deleted.Add(2*time.Minute - interruptionMargin)},
 		{name: "the grace period ends before the reclaim", nc: claim(time.Minute, "2026-11-23T12:02:00Z"), want: deleted.Add(time.Minute)},
 		{name: "an unreadable reclaim time is ignored", nc: claim(time.Hour, "soon"), want: deleted.Add(time.Hour)},
+		{name: "a repair's termination timestamp comes first", nc: repaired(claim(time.Hour, "2026-11-23T12:02:00Z"), "2026-11-23T12:00:00Z"), want: deleted},
+		{name: "a termination timestamp after the grace period", nc: repaired(claim(time.Minute, ""), "2026-11-23T13:00:00Z"), want: deleted.Add(time.Minute)},
+		{name: "an unreadable termination timestamp is ignored", nc: repaired(claim(0, ""), "now")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

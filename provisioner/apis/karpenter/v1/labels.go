@@ -38,6 +38,11 @@ const (
 	// NodePoolHashVersionAnnotationKey records the NodePoolHashVersion that hash was
 	// computed with.
 	NodePoolHashVersionAnnotationKey = Group + "/nodepool-hash-version"
+	// NodeClaimTerminationTimestampAnnotationKey on a deleted NodeClaim (RFC 3339) is when
+	// its drain stops waiting for PodDisruptionBudgets and deletes the pods left, if that is
+	// sooner than its terminationGracePeriod allows: node repair sets it to the moment of
+	// the repair.
+	NodeClaimTerminationTimestampAnnotationKey = Group + "/nodeclaim-termination-timestamp"
 )
 
 // Finalizers.

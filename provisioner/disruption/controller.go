@@ -111,6 +111,10 @@ type ControllerOptions struct {
 	// replacements it launched, for this long, so that no pod moves twice in a row and
 	// replacements are not themselves replaced.
 	MovedPodsHold time.Duration
+	// StaticCapacity (the feature gate) leaves the nodes of static NodePools
+	// (spec.replicas) out of consolidation and launches no replacement in them: their
+	// controller keeps their count. Drift and expiry still replace their nodes.
+	StaticCapacity bool
 }
 
 // Controller disrupts nodes, one decision at a time, while it leads.
@@ -317,9 +321,15 @@ func (c *Controller) view(ctx context.Context, in packing.Input) (Cluster, Budge
 		}
 	}
 	pools := map[string]*packing.NodePool{}
+	launchable := make([]packing.NodePool, 0, len(in.NodePools))
 	for i := range in.NodePools {
-		pools[in.NodePools[i].NodePool.Name] = &in.NodePools[i]
+		np := &in.NodePools[i]
+		pools[np.NodePool.Name] = np
+		if !c.static(np.NodePool) {
+			launchable = append(launchable, *np)
+		}
 	}
+	in.NodePools = launchable
 	for owner, m := range c.moved {
 		if now.Sub(m.last) >= c.opts.MovedPodsHold {
 			delete(c.moved, owner)
@@ -450,13 +460,19 @@ func (c *Controller) candidate(n packing.Node, pools map[string]*packing.NodePoo
 		c.stable[cand.Node] = st
 	}
 	disruption := pool.NodePool.Spec.Disruption
-	if after := disruption.ConsolidateAfter.Duration; after != nil && now.Sub(st.since) >= *after {
+	if after := disruption.ConsolidateAfter.Duration; after != nil && now.Sub(st.since) >= *after && !c.static(pool.NodePool) {
 		cand.MayRemoveEmpty = true
 		// A gang's members run together: moving one stops them all until it lands again,
 		// so consolidation leaves their nodes alone.
 		cand.MayConsolidate = disruption.ConsolidationPolicy != karpv1.ConsolidationPolicyWhenEmpty && !holdsMoved && !holdsGang
 	}
 	return cand, true
+}
+
+// static reports whether the NodePool keeps a fixed number of nodes, which consolidation
+// leaves alone.
+func (c *Controller) static(np *karpv1.NodePool) bool {
+	return c.opts.StaticCapacity && np.IsStatic()
 }
 
 // moves are when consolidation first and last evicted pods of one controller.

@@ -289,6 +289,32 @@ func TestNodesRunningAGangAreNotConsolidated(t *testing.T) {
 	}
 }
 
+// TestStaticNodePoolsAreNotConsolidated: with the StaticCapacity gate, an empty node and
+// two underused ones of a static NodePool stay; without it, spec.replicas changes nothing.
+func TestStaticNodePoolsAreNotConsolidated(t *testing.T) {
+	for _, gate := range []bool{true, false} {
+		t.Run(fmt.Sprintf("StaticCapacity=%t", gate), func(t *testing.T) {
+			f := newFixture(t, fmt.Sprintf("static-%t", gate))
+			f.pool.Spec.Replicas = ptr.To[int64](3)
+			f.ctrl.opts.StaticCapacity = gate
+			f.node("idle", "small.xlarge")
+			f.node("a", "big.2xlarge", "1")
+			f.node("b", "big.2xlarge", "1")
+			f.pods[f.prefix+"-a"][0].OwnerReferences = []metav1.OwnerReference{webReplicaSet}
+			f.pods[f.prefix+"-b"][0].OwnerReferences = []metav1.OwnerReference{webReplicaSet}
+			f.pass()
+			f.pass()
+			want := map[string]string{"idle": "kept", "a": "kept", "b": "kept"}
+			if !gate {
+				want = map[string]string{"idle": "deleted", "a": "cordoned", "b": "cordoned"}
+			}
+			if diff := cmp.Diff(want, f.state("idle", "a", "b")); diff != "" {
+				t.Errorf("after two passes (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // webReplicaSet controls the fixture's pods that have it as owner.
 var webReplicaSet = metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web", UID: "uid-rs-web", Controller: ptr.To(true)}
 

@@ -57,6 +57,7 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/termination"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclass"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodepool"
+	"github.com/tailor-autoscaler/tailor/provisioner/nodepool/static"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 	"github.com/tailor-autoscaler/tailor/provisioner/provisioning"
@@ -120,8 +121,8 @@ type Options struct {
 	// never wait behind a burst of work.
 	KubeAPIQPS   float64
 	KubeAPIBurst int
-	// FeatureGates are Karpenter's feature gates; Tailor builds SpotToSpotConsolidation and
-	// NodeRepair.
+	// FeatureGates are Karpenter's feature gates; Tailor builds SpotToSpotConsolidation,
+	// NodeRepair and StaticCapacity.
 	FeatureGates FeatureGates
 	// RepairPolicies are the node conditions NodeRepair replaces nodes for.
 	RepairPolicies repair.Policies
@@ -246,13 +247,14 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return err
 	}
 	prov := provisioning.New(mgr.GetClient(), measured.New(provider, metrics.ControllerProvisioner), tracker, batches, recorder, provisioning.Options{Clock: clk, ReplanWindow: opts.ReplanWindow, EarlyIntake: opts.EarlyIntake, MinValuesPolicy: packing.MinValuesPolicy(opts.MinValuesPolicy),
-		Gangs: gang.PodGroups{Client: mgr.GetAPIReader()}, Quotas: elasticQuotas(opts, mgr)})
+		Gangs: gang.PodGroups{Client: mgr.GetAPIReader()}, Quotas: elasticQuotas(opts, mgr), StaticCapacity: opts.FeatureGates.Enabled(GateStaticCapacity)})
 	disruptionOpts := disruption.ControllerOptions{
 		Options: disruption.DefaultOptions, Interval: opts.DisruptionInterval, MinNodeAge: opts.BatchMax, ReplacementTimeout: 10 * time.Minute,
 		MovedPodsHold: opts.MovedPodsHold,
 	}
 	disruptionOpts.SpotToSpotSavings = opts.SpotToSpotSavings
 	disruptionOpts.NoSpotToSpot = !opts.FeatureGates.Enabled(GateSpotToSpotConsolidation)
+	disruptionOpts.StaticCapacity = opts.FeatureGates.Enabled(GateStaticCapacity)
 	if unbuilt := opts.FeatureGates.Unbuilt(); len(unbuilt) > 0 {
 		logger.Info("Feature gates enabled that Tailor does not build; they change nothing", "gates", unbuilt)
 	}
@@ -283,6 +285,11 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		nodepool.NewController(mgr.GetClient(), recorder),
 	} {
 		if err := c.Register(mgr); err != nil {
+			return fmt.Errorf("registering controller: %w", err)
+		}
+	}
+	if opts.FeatureGates.Enabled(GateStaticCapacity) {
+		if err := static.NewController(mgr.GetClient(), prov, recorder, clk).Register(mgr); err != nil {
 			return fmt.Errorf("registering controller: %w", err)
 		}
 	}

@@ -24,7 +24,7 @@ func (p *Provisioner) ClusterInput(ctx context.Context) (packing.Input, error) {
 	if err != nil {
 		return packing.Input{}, err
 	}
-	in, _, err := p.input(ctx, NodePoolSelector{}, nil, unbound, inputOptions{})
+	in, _, err := p.input(ctx, NodePoolSelector{}, nil, unbound, inputOptions{static: true})
 	if err != nil {
 		return packing.Input{}, err
 	}

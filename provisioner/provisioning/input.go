@@ -65,7 +65,7 @@ func (p *Provisioner) input(ctx context.Context, sel NodePoolSelector, pods []*c
 	}
 	for i := range pools.Items {
 		np := &pools.Items[i]
-		if np.DeletionTimestamp != nil || !sel.Matches(np) {
+		if np.DeletionTimestamp != nil || !sel.Matches(np) || (p.static(np) && !opts.static) {
 			continue
 		}
 		its, err := p.instanceTypes.InstanceTypes(ctx, np)
@@ -98,6 +98,14 @@ type inputOptions struct {
 	existing bool
 	// expected counts on registered nodes the early pods left to the scheduler on them.
 	expected bool
+	// static keeps static NodePools, which pending pods are not planned onto.
+	static bool
+}
+
+// static reports whether the NodePool keeps a fixed number of nodes, which pending pods
+// get no capacity from.
+func (p *Provisioner) static(np *karpv1.NodePool) bool {
+	return p.staticCapacity && np.IsStatic()
 }
 
 // remaining is the NodePool's limits minus the capacity of its NodeClaims.

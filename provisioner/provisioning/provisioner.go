@@ -122,6 +122,8 @@ type Provisioner struct {
 	refused map[types.UID]Submission
 	// quotas reads the namespaces' ElasticQuotas; nil admits every pod.
 	quotas quota.Reader
+	// staticCapacity keeps pending pods off static NodePools (Options.StaticCapacity).
+	staticCapacity bool
 
 	mu      sync.Mutex
 	pending map[types.UID]Submission
@@ -165,6 +167,10 @@ type Options struct {
 	// Quotas reads the ElasticQuotas the scheduler admits pods by (its profile enables
 	// CapacityScheduling): pods they would not admit get no capacity. Nil admits every pod.
 	Quotas quota.Reader
+	// StaticCapacity (the feature gate) keeps pending pods off static NodePools
+	// (spec.replicas): LaunchStatic alone launches their nodes. Without it, spec.replicas is
+	// ignored.
+	StaticCapacity bool
 }
 
 // DefaultReplanWindow is the --replan-window default: an EC2 node takes most of a minute to
@@ -175,7 +181,7 @@ const DefaultReplanWindow = 30 * time.Second
 // New returns a Provisioner.
 func New(kube client.Client, instanceTypes InstanceTypeSource, tracker *nomination.Tracker, batch Trigger, recorder record.EventRecorder, opts Options) *Provisioner {
 	return &Provisioner{kube: kube, instanceTypes: instanceTypes, tracker: tracker, batch: batch, recorder: recorder, clock: opts.Clock,
-		replanWindow: opts.ReplanWindow, minValuesPolicy: opts.MinValuesPolicy, gangs: opts.Gangs, quotas: opts.Quotas, pending: map[types.UID]Submission{}, replanned: map[string][]types.UID{}, rejecting: map[string]bool{},
+		replanWindow: opts.ReplanWindow, minValuesPolicy: opts.MinValuesPolicy, gangs: opts.Gangs, quotas: opts.Quotas, staticCapacity: opts.StaticCapacity, pending: map[types.UID]Submission{}, replanned: map[string][]types.UID{}, rejecting: map[string]bool{},
 		earlyIntake: opts.EarlyIntake, profiles: map[string]NodePoolSelector{}, expected: map[types.UID]expectation{}, unswept: map[string]bool{},
 		firstPlanned: map[types.UID]bool{}, refused: map[types.UID]Submission{}}
 }

@@ -6,9 +6,11 @@ package crdtest
 import (
 	"context"
 	"fmt"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -136,6 +138,25 @@ func TestNodePoolValidation(t *testing.T) {
 			name:    "weight is between 1 and 100",
 			spec:    "  weight: 101\n  template:\n    spec:\n      requirements: []" + nodeClassRef,
 			wantErr: []string{"spec.weight", "should be less than or equal to 100"},
+		},
+		{
+			name: "a static NodePool with limits.nodes is accepted",
+			spec: "  replicas: 3\n  limits: {nodes: 5}\n  template:\n    spec:\n      requirements: []" + nodeClassRef,
+		},
+		{
+			name:    "a static NodePool has no weight",
+			spec:    "  replicas: 3\n  weight: 10\n  template:\n    spec:\n      requirements: []" + nodeClassRef,
+			wantErr: []string{"spec", "a static NodePool (spec.replicas) has no weight: remove spec.weight"},
+		},
+		{
+			name:    "a static NodePool takes no cpu limit",
+			spec:    "  replicas: 3\n  limits: {cpu: 100, nodes: 5}\n  template:\n    spec:\n      requirements: []" + nodeClassRef,
+			wantErr: []string{"spec", "a static NodePool (spec.replicas) is limited by limits.nodes only: remove the other limits"},
+		},
+		{
+			name:    "replicas are not negative",
+			spec:    "  replicas: -1\n  template:\n    spec:\n      requirements: []" + nodeClassRef,
+			wantErr: []string{"spec.replicas", "should be greater than or equal to 0"},
 		},
 		{
 			name:    "the node class reference needs a kind",
@@ -275,6 +296,48 @@ spec:
 		t.Fatal(err)
 	}
 	checkErr(t, kube.Update(context.Background(), nc), []string{"spec", "spec of a NodeClaim cannot change"})
+}
+
+// TestStaticNodePoolsScaleAndStayStatic scales a static NodePool through its scale
+// subresource, as kubectl scale does, and refuses to make it dynamic or a dynamic one
+// static.
+func TestStaticNodePoolsScaleAndStayStatic(t *testing.T) {
+	ctx := context.Background()
+	kube, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := "  template:\n    spec:\n      requirements: []" + nodeClassRef
+	if err := create(t, nodePool("static", "  replicas: 2\n"+spec)); err != nil {
+		t.Fatal(err)
+	}
+	if err := create(t, nodePool("dynamic", spec)); err != nil {
+		t.Fatal(err)
+	}
+	pool := func(name string) *unstructured.Unstructured {
+		np := &unstructured.Unstructured{}
+		np.SetAPIVersion("karpenter.sh/v1")
+		np.SetKind("NodePool")
+		np.SetName(name)
+		return np
+	}
+	scale := func(name string) client.SubResourceUpdateOption {
+		return client.WithSubResourceBody(&autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: autoscalingv1.ScaleSpec{Replicas: 5}})
+	}
+	if err := kube.SubResource("scale").Update(ctx, pool("static"), scale("static")); err != nil {
+		t.Fatalf("scaling the static NodePool: %v", err)
+	}
+	got := pool("static")
+	if err := kube.Get(ctx, client.ObjectKeyFromObject(got), got); err != nil {
+		t.Fatal(err)
+	}
+	if replicas, _, _ := unstructured.NestedInt64(got.Object, "spec", "replicas"); replicas != 5 {
+		t.Errorf("spec.replicas = %d after scaling to 5", replicas)
+	}
+	unstructured.RemoveNestedField(got.Object, "spec", "replicas")
+	checkErr(t, kube.Update(ctx, got), []string{"spec.replicas cannot be added to or removed from a NodePool"})
+	checkErr(t, kube.SubResource("scale").Update(ctx, pool("dynamic"), scale("dynamic")),
+		[]string{"spec.replicas cannot be added to or removed from a NodePool"})
 }
 
 func checkErr(t *testing.T, err error, want []string) {

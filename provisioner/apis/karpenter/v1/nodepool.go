@@ -11,6 +11,8 @@ import (
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:path=nodepools,scope=Cluster,categories=karpenter
 // +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.nodes
+// +kubebuilder:validation:XValidation:message="spec.replicas cannot be added to or removed from a NodePool: a NodePool is static or dynamic for life, create another NodePool instead",rule="has(oldSelf.spec.replicas) == has(self.spec.replicas)"
 // +kubebuilder:printcolumn:name="NodeClass",type="string",JSONPath=".spec.template.spec.nodeClassRef.name"
 // +kubebuilder:printcolumn:name="Nodes",type="string",JSONPath=".status.nodes"
 // +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=".status.conditions[?(@.type==\"Ready\")].status"
@@ -29,6 +31,9 @@ type NodePool struct {
 }
 
 // NodePoolSpec is the desired state of a NodePool.
+//
+// +kubebuilder:validation:XValidation:message="a static NodePool (spec.replicas) has no weight: remove spec.weight",rule="!has(self.replicas) || !has(self.weight)"
+// +kubebuilder:validation:XValidation:message="a static NodePool (spec.replicas) is limited by limits.nodes only: remove the other limits",rule="!has(self.replicas) || !has(self.limits) || self.limits.all(k, k == 'nodes')"
 type NodePoolSpec struct {
 	// Template describes the NodeClaims (and so the nodes) launched from this NodePool.
 	// +required
@@ -47,7 +52,17 @@ type NodePoolSpec struct {
 	// +kubebuilder:validation:Maximum:=100
 	// +optional
 	Weight *int32 `json:"weight,omitempty"`
+	// Replicas makes the NodePool static (with the StaticCapacity feature gate): it keeps
+	// exactly this many nodes whether pods need them or not, up to limits.nodes. Its nodes
+	// are not consolidated; drift and expiry replace them. Set it at creation; kubectl
+	// scale nodepool changes it.
+	// +kubebuilder:validation:Minimum:=0
+	// +optional
+	Replicas *int64 `json:"replicas,omitempty"`
 }
+
+// IsStatic reports whether the NodePool keeps a fixed number of nodes (spec.replicas).
+func (in *NodePool) IsStatic() bool { return in.Spec.Replicas != nil }
 
 // Limits are resource quantities a NodePool's nodes may add up to.
 type Limits corev1.ResourceList

@@ -21,6 +21,7 @@ const (
 	resourceNvidiaGPU      = corev1.ResourceName("nvidia.com/gpu")
 	resourceAMDGPU         = corev1.ResourceName("amd.com/gpu")
 	resourceNeuron         = corev1.ResourceName("aws.amazon.com/neuron")
+	resourceNeuronCore     = corev1.ResourceName("aws.amazon.com/neuroncore")
 	defaultRootVolumeGiB   = 20
 	kubeletVersion         = "v" + kubernetesVersion + ".0"
 	registrationBackoff    = 500 * time.Millisecond
@@ -259,6 +260,7 @@ func buildNode(in nodeInput) *corev1.Node {
 	}
 	if a := t.Accelerator; a != nil && a.Manufacturer == "aws" {
 		capacity[resourceNeuron] = *resource.NewQuantity(int64(a.Count), resource.DecimalSI)
+		capacity[resourceNeuronCore] = *resource.NewQuantity(int64(a.Count*neuronDevices[a.Name].cores), resource.DecimalSI)
 	}
 
 	allocatable := capacity.DeepCopy()

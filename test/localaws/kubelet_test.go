@@ -156,8 +156,8 @@ func TestBuildNode(t *testing.T) {
 			instanceType: "inf2.xlarge",
 			want: nodeSummary{
 				Labels:      kubeletLabels("inf2.xlarge", "amd64", nil),
-				Capacity:    map[string]string{"cpu": "4", "memory": "15564Mi", "pods": "58", "ephemeral-storage": "20Gi", "aws.amazon.com/neuron": "1"},
-				Allocatable: map[string]string{"cpu": "4", "memory": "15464Mi", "pods": "58", "ephemeral-storage": "18Gi", "aws.amazon.com/neuron": "1"},
+				Capacity:    map[string]string{"cpu": "4", "memory": "15564Mi", "pods": "58", "ephemeral-storage": "20Gi", "aws.amazon.com/neuron": "1", "aws.amazon.com/neuroncore": "2"},
+				Allocatable: map[string]string{"cpu": "4", "memory": "15464Mi", "pods": "58", "ephemeral-storage": "18Gi", "aws.amazon.com/neuron": "1", "aws.amazon.com/neuroncore": "2"},
 			},
 		},
 		{

@@ -192,6 +192,8 @@ func TestInstanceTypesDescribeCapacityOverheadAndOfferings(t *testing.T) {
 		karpv1.InstanceCPUManufacturerLabelKey:     "intel",
 		karpv1.InstanceNetworkBandwidthLabelKey:    "750",
 		karpv1.InstanceEncryptionInTransitLabelKey: "false",
+		karpv1.InstanceEBSBandwidthLabelKey:        "4750",
+		karpv1.InstanceCapabilityFlexLabelKey:      "false",
 	}
 	if diff := cmp.Diff(wantLabels, m5.Labels); diff != "" {
 		t.Errorf("labels (-want +got):\n%s", diff)

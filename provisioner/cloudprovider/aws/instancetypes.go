@@ -21,9 +21,14 @@ import (
 
 // Extended resources of accelerators, as their device plugins name them.
 const (
-	ResourceNVIDIAGPU  corev1.ResourceName = "nvidia.com/gpu"
-	ResourceAMDGPU     corev1.ResourceName = "amd.com/gpu"
-	ResourceAWSNeuron  corev1.ResourceName = "aws.amazon.com/neuron"
+	ResourceNVIDIAGPU corev1.ResourceName = "nvidia.com/gpu"
+	ResourceAMDGPU    corev1.ResourceName = "amd.com/gpu"
+	ResourceAWSNeuron corev1.ResourceName = "aws.amazon.com/neuron"
+	// ResourceAWSNeuronCore counts NeuronCores, which the Neuron device plugin also
+	// advertises, so a pod may ask for part of a device.
+	ResourceAWSNeuronCore corev1.ResourceName = "aws.amazon.com/neuroncore"
+	// ResourceEFA counts the Elastic Fabric Adapters a node can attach (EFA device plugin).
+	ResourceEFA        corev1.ResourceName = "vpc.amazonaws.com/efa"
 	resourceGPUUnknown corev1.ResourceName = ""
 	architectureAMD64                      = "amd64"
 	architectureARM64                      = "arm64"
@@ -97,6 +102,12 @@ func newInstanceType(e *catalogEntry, class *awsv1.EC2NodeClass, zones map[strin
 	}
 	if n := neuronDevices(info); n > 0 {
 		it.Capacity[ResourceAWSNeuron] = *resource.NewQuantity(n, resource.DecimalSI)
+	}
+	if n := neuronCores(info); n > 0 {
+		it.Capacity[ResourceAWSNeuronCore] = *resource.NewQuantity(n, resource.DecimalSI)
+	}
+	if n := efaInterfaces(info); n > 0 {
+		it.Capacity[ResourceEFA] = *resource.NewQuantity(n, resource.DecimalSI)
 	}
 	it.Overhead = overhead(vcpus, pods, it.Capacity[corev1.ResourceMemory], it.Capacity[corev1.ResourceEphemeralStorage], class.Spec.Kubelet)
 
@@ -253,8 +264,44 @@ func instanceTypeLabels(info ec2types.InstanceTypeInfo) map[string]string {
 	if n := info.NeuronInfo; n != nil && len(n.NeuronDevices) > 0 {
 		labels[karpv1.InstanceAcceleratorNameLabelKey] = strings.ToLower(aws.ToString(n.NeuronDevices[0].Name))
 		labels[karpv1.InstanceAcceleratorCountLabelKey] = strconv.Itoa(int(neuronDevices(info)))
+		// Inferentia and Trainium are AWS's own chips; EC2 names no manufacturer for them.
+		labels[karpv1.InstanceAcceleratorMfrLabelKey] = "aws"
+	} else if a := info.InferenceAcceleratorInfo; a != nil && len(a.Accelerators) > 0 {
+		labels[karpv1.InstanceAcceleratorMfrLabelKey] = strings.ToLower(aws.ToString(a.Accelerators[0].Manufacturer))
 	}
+	if e := info.EbsInfo; e != nil && e.EbsOptimizedInfo != nil && aws.ToInt32(e.EbsOptimizedInfo.MaximumBandwidthInMbps) > 0 {
+		labels[karpv1.InstanceEBSBandwidthLabelKey] = strconv.Itoa(int(aws.ToInt32(e.EbsOptimizedInfo.MaximumBandwidthInMbps)))
+	}
+	if ghz := aws.ToFloat64(info.ProcessorInfo.SustainedClockSpeedInGhz); ghz > 0 {
+		labels[karpv1.InstanceCPUSustainedClockLabelKey] = strconv.Itoa(int(math.Round(ghz * 1000)))
+	}
+	family, _, _ := strings.Cut(name, ".")
+	labels[karpv1.InstanceCapabilityFlexLabelKey] = strconv.FormatBool(strings.HasSuffix(family, "-flex"))
 	return labels
+}
+
+// neuronCores counts the NeuronCores of the type's Neuron devices, the unit the Neuron
+// device plugin also advertises (aws.amazon.com/neuroncore).
+func neuronCores(info ec2types.InstanceTypeInfo) int64 {
+	if info.NeuronInfo == nil {
+		return 0
+	}
+	var n int64
+	for _, d := range info.NeuronInfo.NeuronDevices {
+		if d.CoreInfo != nil {
+			n += int64(aws.ToInt32(d.Count)) * int64(aws.ToInt32(d.CoreInfo.Count))
+		}
+	}
+	return n
+}
+
+// efaInterfaces is how many Elastic Fabric Adapters a node of the type can attach, the
+// EFA device plugin's vpc.amazonaws.com/efa.
+func efaInterfaces(info ec2types.InstanceTypeInfo) int64 {
+	if info.NetworkInfo == nil || !aws.ToBool(info.NetworkInfo.EfaSupported) || info.NetworkInfo.EfaInfo == nil {
+		return 0
+	}
+	return int64(aws.ToInt32(info.NetworkInfo.EfaInfo.MaximumEfaInterfaces))
 }
 
 // gpuResource names the device plugin resource of the type's GPUs and counts them.

@@ -4,12 +4,15 @@ import (
 	"context"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 )
 
 func TestEphemeralStorageOfInstanceStorePolicy(t *testing.T) {
@@ -82,5 +85,49 @@ func TestMemoryEvictionThresholdOfEvictionHard(t *testing.T) {
 				t.Errorf("memory held back for eviction (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestLabelsAndResourcesEC2ReportsButTheCatalogLacks: DescribeInstanceTypes answers carry a
+// sustained clock speed, EFA interfaces and inference accelerators by other makers, which
+// the local endpoint's catalog does not; they become Karpenter's labels and resources.
+func TestLabelsAndResourcesEC2ReportsButTheCatalogLacks(t *testing.T) {
+	info := ec2types.InstanceTypeInfo{
+		InstanceType: "p5.48xlarge",
+		VCpuInfo:     &ec2types.VCpuInfo{DefaultVCpus: aws.Int32(192)},
+		MemoryInfo:   &ec2types.MemoryInfo{SizeInMiB: aws.Int64(2097152)},
+		ProcessorInfo: &ec2types.ProcessorInfo{
+			SupportedArchitectures: []ec2types.ArchitectureType{ec2types.ArchitectureTypeX8664},
+			Manufacturer:           aws.String("AMD"), SustainedClockSpeedInGhz: aws.Float64(3.6),
+		},
+		NetworkInfo: &ec2types.NetworkInfo{
+			MaximumNetworkInterfaces: aws.Int32(64), Ipv4AddressesPerInterface: aws.Int32(50),
+			EfaSupported: aws.Bool(true), EfaInfo: &ec2types.EfaInfo{MaximumEfaInterfaces: aws.Int32(32)},
+		},
+		InferenceAcceleratorInfo: &ec2types.InferenceAcceleratorInfo{Accelerators: []ec2types.InferenceDeviceInfo{{Manufacturer: aws.String("Example"), Count: aws.Int32(1)}}},
+	}
+	labels := instanceTypeLabels(info)
+	got := map[string]string{}
+	for _, key := range []string{karpv1.InstanceCPUSustainedClockLabelKey, karpv1.InstanceAcceleratorMfrLabelKey, karpv1.InstanceCapabilityFlexLabelKey} {
+		got[key] = labels[key]
+	}
+	want := map[string]string{
+		karpv1.InstanceCPUSustainedClockLabelKey: "3600",
+		karpv1.InstanceAcceleratorMfrLabelKey:    "example",
+		karpv1.InstanceCapabilityFlexLabelKey:    "false",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("labels (-want +got):\n%s", diff)
+	}
+	if n := efaInterfaces(info); n != 32 {
+		t.Errorf("efaInterfaces() = %d, want 32", n)
+	}
+	info.NetworkInfo.EfaSupported = aws.Bool(false)
+	if n := efaInterfaces(info); n != 0 {
+		t.Errorf("efaInterfaces() without EFA support = %d, want 0", n)
+	}
+	if flex := instanceTypeLabels(ec2types.InstanceTypeInfo{InstanceType: "c7i-flex.large", VCpuInfo: info.VCpuInfo, MemoryInfo: info.MemoryInfo,
+		ProcessorInfo: &ec2types.ProcessorInfo{}, NetworkInfo: &ec2types.NetworkInfo{}})[karpv1.InstanceCapabilityFlexLabelKey]; flex != "true" {
+		t.Errorf("c7i-flex.large: %s = %q, want true", karpv1.InstanceCapabilityFlexLabelKey, flex)
 	}
 }

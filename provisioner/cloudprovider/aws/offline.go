@@ -200,10 +200,20 @@ func instanceTypeInfo(t *catalog.InstanceType) ec2types.InstanceTypeInfo {
 		}
 	}
 	if a := t.Accelerator; a != nil && strings.EqualFold(a.Manufacturer, "aws") {
-		info.NeuronInfo = &ec2types.NeuronInfo{NeuronDevices: []ec2types.NeuronDeviceInfo{{Name: aws.String(a.Name), Count: aws.Int32(int32(a.Count))}}}
+		device := ec2types.NeuronDeviceInfo{Name: aws.String(a.Name), Count: aws.Int32(int32(a.Count))}
+		if cores, ok := neuronCoresPerDevice[strings.ToLower(a.Name)]; ok {
+			device.CoreInfo = &ec2types.NeuronDeviceCoreInfo{Count: aws.Int32(cores)}
+		}
+		info.NeuronInfo = &ec2types.NeuronInfo{NeuronDevices: []ec2types.NeuronDeviceInfo{device}}
 	}
 	return info
 }
+
+// neuronCoresPerDevice are the NeuronCores of each Neuron device, which the catalog does not
+// carry: from AWS's Neuron documentation (Inferentia has four NeuronCore-v1, Inferentia2 and
+// Trainium two NeuronCore-v2, Trainium2 eight NeuronCore-v3), as DescribeInstanceTypes
+// reports them.
+var neuronCoresPerDevice = map[string]int32{"inferentia": 4, "inferentia2": 2, "trainium": 2, "trainium2": 8}
 
 // usageClasses are the capacity types the type is sold as in any zone, on-demand first.
 func usageClasses(t *catalog.InstanceType) []ec2types.UsageClassType {

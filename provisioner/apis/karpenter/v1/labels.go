@@ -82,6 +82,10 @@ const (
 	InstanceAcceleratorNameLabelKey     = awsGroup + "/instance-accelerator-name"
 	InstanceAcceleratorCountLabelKey    = awsGroup + "/instance-accelerator-count"
 	InstanceEncryptionInTransitLabelKey = awsGroup + "/instance-encryption-in-transit-supported"
+	InstanceEBSBandwidthLabelKey        = awsGroup + "/instance-ebs-bandwidth"
+	InstanceCPUSustainedClockLabelKey   = awsGroup + "/instance-cpu-sustained-clock-speed-mhz"
+	InstanceAcceleratorMfrLabelKey      = awsGroup + "/instance-accelerator-manufacturer"
+	InstanceCapabilityFlexLabelKey      = awsGroup + "/instance-capability-flex"
 	EC2NodeClassLabelKey                = awsGroup + "/ec2nodeclass"
 )
 
@@ -113,4 +117,8 @@ var WellKnownLabels = map[string]bool{
 	InstanceAcceleratorNameLabelKey:     true,
 	InstanceAcceleratorCountLabelKey:    true,
 	InstanceEncryptionInTransitLabelKey: true,
+	InstanceEBSBandwidthLabelKey:        true,
+	InstanceCPUSustainedClockLabelKey:   true,
+	InstanceAcceleratorMfrLabelKey:      true,
+	InstanceCapabilityFlexLabelKey:      true,
 }

@@ -28,6 +28,15 @@ func main() {
 	if *dir == "" {
 		*dir = filepath.Join(*root, "_output", "chaos")
 	}
+	// The scheduler takes only an absolute socket path.
+	for _, p := range []*string{root, dir} {
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		*p = abs
+	}
 	if *report == "" {
 		*report = filepath.Join(*root, "_output", "bench", "chaos.json")
 	}

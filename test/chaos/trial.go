@@ -85,7 +85,7 @@ func (r *runner) trial(ctx context.Context, plan Plan) (*TrialResult, error) {
 	}
 	if plan.Phase != PhaseBurst {
 		// The phase starts from a cluster at rest; its faults strike after.
-		if err := r.waitRunning(ctx, plan, r.opts.Recovery); err != nil {
+		if err := r.waitRunning(ctx, plan, false, r.opts.Recovery); err != nil {
 			res.check(plan, InvPodsRunning, false, "before the %s phase and its faults: %v", plan.Phase, err)
 		}
 	}
@@ -126,11 +126,12 @@ func (r *runner) trial(ctx context.Context, plan Plan) (*TrialResult, error) {
 	return res, nil
 }
 
-// waitRunning waits for every pod of the plan's Deployments to run.
-func (r *runner) waitRunning(ctx context.Context, plan Plan, timeout time.Duration) error {
+// waitRunning waits for every pod of the plan's Deployments to run, as many as before the
+// phase or, when begun, after it.
+func (r *runner) waitRunning(ctx context.Context, plan Plan, begun bool, timeout time.Duration) error {
 	var last string
 	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
-		last = r.podsRunning(ctx, plan)
+		last = r.podsRunning(ctx, plan, begun)
 		return last == "", nil
 	})
 	if err != nil {
@@ -139,16 +140,16 @@ func (r *runner) waitRunning(ctx context.Context, plan Plan, timeout time.Durati
 	return nil
 }
 
-// wantReplicas is how many pods the Deployments run once the phase has begun.
-func wantReplicas(plan Plan, d Deployment) int {
-	if plan.Phase == PhaseScaleDown {
+// wantReplicas is how many pods a Deployment runs before the phase or, when begun, after.
+func wantReplicas(plan Plan, d Deployment, begun bool) int {
+	if begun && plan.Phase == PhaseScaleDown {
 		return d.Keep
 	}
 	return d.Replicas
 }
 
 // podsRunning says which Deployments do not run all their pods; "" when all do.
-func (r *runner) podsRunning(ctx context.Context, plan Plan) string {
+func (r *runner) podsRunning(ctx context.Context, plan Plan, begun bool) string {
 	pods, err := r.cs.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{LabelSelector: DeploymentLabel})
 	if err != nil {
 		return fmt.Sprintf("listing pods: %v", err)
@@ -167,7 +168,7 @@ func (r *runner) podsRunning(ctx context.Context, plan Plan) string {
 	}
 	var short []string
 	for _, d := range plan.Deployments {
-		if want := wantReplicas(plan, d); running[d.Name] != want {
+		if want := wantReplicas(plan, d, begun); running[d.Name] != want {
 			short = append(short, fmt.Sprintf("%s %d/%d", d.Name, running[d.Name], want))
 		}
 	}
@@ -193,7 +194,7 @@ func (r *runner) atRest(ctx context.Context, plan Plan) map[string]string {
 // restChecks evaluates the invariants of a cluster at rest once.
 func (r *runner) restChecks(ctx context.Context, plan Plan) map[string]string {
 	failed := map[string]string{}
-	if msg := r.podsRunning(ctx, plan); msg != "" {
+	if msg := r.podsRunning(ctx, plan, true); msg != "" {
 		failed[InvPodsRunning] = msg
 	}
 	live, err := r.inject.admin.live(ctx)
@@ -241,7 +242,7 @@ func (r *runner) restChecks(ctx context.Context, plan Plan) map[string]string {
 	}
 	var pods []*corev1.Pod
 	for _, d := range plan.Deployments {
-		pods = append(pods, podsOf(d, wantReplicas(plan, d))...)
+		pods = append(pods, podsOf(d, wantReplicas(plan, d, true))...)
 	}
 	cost, fresh := 0.0, r.fresh.cost(pods)
 	for _, i := range live {

@@ -56,7 +56,10 @@ const DefaultRecovery = 4 * time.Minute
 // --nodeclaim-registration-timeout 30s (15m), --unavailable-offerings-ttl 20s (3m), and
 // --feature-gates SpotToSpotConsolidation=true, without which a spot node is never replaced
 // by a cheaper spot one and the cost at rest cannot come within 1.05 of a fresh plan (which
-// is mostly spot). Spot instances are reclaimed 20s after their warning (EC2's two minutes).
+// is mostly spot), and --moved-pods-hold 30s (1h): nodes holding pods that a disruption
+// moved, drift's replacements among them, are not consolidated for that long, so a drift
+// roll-out that replaced nodes one for one would stay above 1.05 for an hour. Spot instances
+// are reclaimed 20s after their warning (EC2's two minutes).
 func StackOptions(root, dir string) localstack.Options {
 	return localstack.Options{
 		Root: root, Dir: dir, Replicas: 2, BootDelay: 2 * time.Second,
@@ -64,7 +67,7 @@ func StackOptions(root, dir string) localstack.Options {
 		ProvisionerArgs: []string{
 			"--disruption-interval", "2s", "--orphan-instance-grace", "10s",
 			"--nodeclaim-registration-timeout", "30s", "--unavailable-offerings-ttl", "20s",
-			"--feature-gates", "SpotToSpotConsolidation=true",
+			"--feature-gates", "SpotToSpotConsolidation=true", "--moved-pods-hold", "30s",
 		},
 	}
 }

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/catalog"
@@ -168,12 +169,17 @@ func createDeployments(ctx context.Context, cs kubernetes.Interface, ds []Deploy
 // scaleDeployments scales each Deployment to its Keep replicas.
 func scaleDeployments(ctx context.Context, cs kubernetes.Interface, ds []Deployment) error {
 	for _, d := range ds {
-		scale, err := cs.AppsV1().Deployments(metav1.NamespaceDefault).GetScale(ctx, d.Name, metav1.GetOptions{})
+		// The Deployment controller writes the Deployment as its pods come up.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			scale, err := cs.AppsV1().Deployments(metav1.NamespaceDefault).GetScale(ctx, d.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			scale.Spec.Replicas = int32(d.Keep)
+			_, err = cs.AppsV1().Deployments(metav1.NamespaceDefault).UpdateScale(ctx, d.Name, scale, metav1.UpdateOptions{})
+			return err
+		})
 		if err != nil {
-			return fmt.Errorf("reading the scale of Deployment %s: %w", d.Name, err)
-		}
-		scale.Spec.Replicas = int32(d.Keep)
-		if _, err := cs.AppsV1().Deployments(metav1.NamespaceDefault).UpdateScale(ctx, d.Name, scale, metav1.UpdateOptions{}); err != nil {
 			return fmt.Errorf("scaling Deployment %s: %w", d.Name, err)
 		}
 	}

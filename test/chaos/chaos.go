@@ -58,8 +58,10 @@ const DefaultRecovery = 4 * time.Minute
 // by a cheaper spot one and the cost at rest cannot come within 1.05 of a fresh plan (which
 // is mostly spot), and --moved-pods-hold 30s (1h): nodes holding pods that a disruption
 // moved, drift's replacements among them, are not consolidated for that long, so a drift
-// roll-out that replaced nodes one for one would stay above 1.05 for an hour. Spot instances
-// are reclaimed 20s after their warning (EC2's two minutes).
+// roll-out that replaced nodes one for one would stay above 1.05 for an hour, and
+// --spot-to-spot-savings 0.05 (0.2): a spot node is replaced by cheaper spot once that saves
+// what the cost bound allows, or a lone spot node 6% dearer than a fresh plan stays (seed
+// 1018). Spot instances are reclaimed 20s after their warning (EC2's two minutes).
 func StackOptions(root, dir string) localstack.Options {
 	return localstack.Options{
 		Root: root, Dir: dir, Replicas: 2, BootDelay: 2 * time.Second,
@@ -68,6 +70,7 @@ func StackOptions(root, dir string) localstack.Options {
 			"--disruption-interval", "2s", "--orphan-instance-grace", "10s",
 			"--nodeclaim-registration-timeout", "30s", "--unavailable-offerings-ttl", "20s",
 			"--feature-gates", "SpotToSpotConsolidation=true", "--moved-pods-hold", "30s",
+			"--spot-to-spot-savings", "0.05",
 		},
 	}
 }

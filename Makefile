@@ -41,6 +41,10 @@ bench-scaledown: binaries ## Scale webmix 2000→500 and diverse 1000→700 pods
 bench-scale: binaries ## Burst to 5,000 nodes (webmix+diverse, NODES= or PODS= for less), scale down to a third: latencies, binds/s, RSS/CPU, API requests, consolidation; writes _output/bench/scale.json.
 	_output/bin/tailor-dev scale $(if $(NODES),--nodes $(NODES)) $(if $(PODS),--pods $(PODS))
 
+.PHONY: chaos
+chaos: binaries ## Randomized fault trials on one local stack (2 replicas): TRIALS= (100) trials from SEED= (from the time), faults at random moments, invariants after each; prints the table, writes _output/bench/chaos.json, fails on any breach.
+	go run ./test/chaos/cmd/tailor-chaos --trials $(or $(TRIALS),100) $(if $(SEED),--seed $(SEED))
+
 .PHONY: binaries
 binaries: ## Build every binary into _output/bin (Kubernetes binaries cached by version).
 	hack/build.sh

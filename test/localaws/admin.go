@@ -2,6 +2,7 @@ package localaws
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -54,10 +55,40 @@ func (s *Server) Instances() []InstanceSummary {
 	return out
 }
 
+// Launched counts the instances CreateFleet launched since the server started, terminated
+// ones included: a harness compares it with the NodeClaims created to find duplicate launches.
+func (s *Server) Launched() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.launched
+}
+
+// LaunchCount is what GET /_admin/launched answers.
+type LaunchCount struct {
+	Instances int `json:"instances"`
+}
+
+// KillInstance terminates an instance now, with no event of any kind, as when its hardware
+// fails or a spot instance is reclaimed without its warning; its Node goes with it.
+func (s *Server) KillInstance(id string) error {
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := s.instanceByID(id, now)
+	if i == nil || !i.terminatedAt.IsZero() {
+		return fmt.Errorf("instance %q does not exist or is terminated", id)
+	}
+	s.terminate(i, now)
+	s.logger.V(2).Info("Killed instance", "instance", id)
+	return nil
+}
+
 // serveAdmin serves the admin API:
 //
 //	GET /_admin/healthz                 "ok" while the server runs
 //	GET /_admin/instances               the instances, as a JSON list of InstanceSummary
+//	DELETE /_admin/instances/<id>       terminate the instance now, without any event
+//	GET /_admin/launched                instances launched since start (LaunchCount)
 //	GET /_admin/insufficient-capacity   the pools that report InsufficientInstanceCapacity
 //	PUT /_admin/insufficient-capacity   replace them with the JSON list of CapacityPool sent
 //	GET /_admin/faults                  the Faults injected
@@ -90,6 +121,14 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.writeAdminJSON(w, s.insufficientCapacity())
+	case strings.HasPrefix(path, "instances/") && r.Method == http.MethodDelete:
+		if err := s.KillInstance(strings.TrimPrefix(path, "instances/")); err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	case path == "launched" && r.Method == http.MethodGet:
+		s.writeAdminJSON(w, LaunchCount{Instances: s.Launched()})
 	case path == "faults":
 		s.serveFaults(w, r)
 	case path == "subnets":

@@ -104,3 +104,38 @@ func TestAdminInsufficientCapacityFailsFleets(t *testing.T) {
 	}
 	require.Equal(t, "There is no Spot capacity available that matches your request.", aws.ToString(out.Errors[0].ErrorMessage))
 }
+
+// TestAdminKillInstanceAndLaunchCount: DELETE /_admin/instances/<id> terminates a running
+// instance at once, without any event, and GET /_admin/launched keeps counting it.
+func TestAdminKillInstanceAndLaunchCount(t *testing.T) {
+	h := newHarness(t, Options{SQS: SQSOptions{Queues: []string{"interruptions"}}})
+	image := h.imageID(t, al2023X86Parameter)
+	h.launchTemplate(t, "nodes", image, "")
+	out := h.fleet(t, "nodes", ec2types.DefaultTargetCapacityTypeSpot, 2, override("m5.large", h.subnets(t)["us-east-1d"]))
+	ids := launchedIDs(out)
+	require.Len(t, ids, 2)
+
+	status, body := adminRequest(t, h, http.MethodDelete, "/_admin/instances/"+ids[0], "")
+	require.Equal(t, http.StatusNoContent, status, body)
+	status, _ = adminRequest(t, h, http.MethodDelete, "/_admin/instances/"+ids[0], "")
+	require.Equal(t, http.StatusNotFound, status, "killing a terminated instance again")
+	status, _ = adminRequest(t, h, http.MethodDelete, "/_admin/instances/i-0000000000000dead", "")
+	require.Equal(t, http.StatusNotFound, status, "an unknown instance")
+
+	states := map[string]string{}
+	for _, i := range h.server.Instances() {
+		states[i.ID] = i.State
+	}
+	if diff := cmp.Diff(map[string]string{ids[0]: "terminated", ids[1]: "running"}, states); diff != "" {
+		t.Errorf("instance states (-want +got):\n%s", diff)
+	}
+	status, body = adminRequest(t, h, http.MethodGet, "/_admin/launched", "")
+	require.Equal(t, http.StatusOK, status)
+	require.JSONEq(t, `{"instances": 2}`, body)
+	require.Equal(t, []QueueSummary{{Name: "interruptions"}}, h.server.Queues(), "the queue created at start")
+}
+
+func TestNewRefusesABadQueueName(t *testing.T) {
+	_, err := New(Options{SQS: SQSOptions{Queues: []string{"no spaces"}}})
+	require.ErrorContains(t, err, `queue name "no spaces"`)
+}

@@ -503,6 +503,7 @@ func (s *Server) launchInstance(c fleetCandidate, capacityType string, req fleet
 		{"aws:ec2launchtemplate:version", "1"},
 	})
 	s.instances = append(s.instances, i)
+	s.launched++
 	s.logger.V(2).Info("Launched instance", "instance", i.id, "instanceType", i.instanceType.Name, "zone", i.zone.name, "capacityType", capacityType, "privateDNSName", i.privateDNS)
 	return i, nil
 }

@@ -120,6 +120,8 @@ type Server struct {
 	instances       []*instance
 	fleets          map[string]*fleetRecord
 	insufficient    map[CapacityPool]bool
+	// launched counts the instances CreateFleet launched since the server started.
+	launched int
 
 	// faults are injected at run time through the admin API; they have their own lock.
 	faults faultState
@@ -151,6 +153,11 @@ func New(opts Options) (*Server, error) {
 	}
 	if err := opts.EKS.validate(); err != nil {
 		return nil, err
+	}
+	for _, q := range opts.SQS.Queues {
+		if !queueNamePattern.MatchString(q) {
+			return nil, fmt.Errorf("queue name %q must be 1-80 letters, digits, '-' or '_'", q)
+		}
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}

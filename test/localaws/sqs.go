@@ -65,6 +65,9 @@ type SQSOptions struct {
 	// SpotReclaimDelay is how long after an injected spot interruption warning the instance
 	// is terminated, on the server's clock. Zero means DefaultSpotReclaimDelay.
 	SpotReclaimDelay time.Duration
+	// Queues are created empty when the server starts, as an interruption queue is before
+	// the controller that reads it.
+	Queues []string
 }
 
 type sqsErrorCode struct{ shape, query string }
@@ -121,10 +124,14 @@ func newSQSService(opts SQSOptions, clk clock.Clock, logger logr.Logger) *sqsSer
 	if opts.SpotReclaimDelay <= 0 {
 		opts.SpotReclaimDelay = DefaultSpotReclaimDelay
 	}
-	return &sqsService{
+	q := &sqsService{
 		clock: clk, logger: logger.WithName("sqs"), maxWait: opts.MaxWait, spotReclaimDelay: opts.SpotReclaimDelay,
 		queues: map[string]*sqsQueue{}, arrived: make(chan struct{}),
 	}
+	for _, name := range opts.Queues {
+		q.queues[name] = &sqsQueue{name: name, createdAt: clk.Now(), attributes: map[string]string{}, visibilityTimeout: sqsDefaultVisibilityTimeout}
+	}
+	return q
 }
 
 // serveSQS handles an SQS request in the AWS JSON 1.0 protocol ("AmazonSQS.<Action>").

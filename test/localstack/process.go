@@ -70,7 +70,15 @@ func (p *process) exited() (bool, error) {
 }
 
 // stop terminates the process group gracefully, then forcibly after the grace period.
+// A grace of zero sends SIGKILL alone, as a crash would: the process gets no signal it could
+// act on.
 func (p *process) stop(dir string, grace time.Duration) {
+	if grace == 0 {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+		_ = os.Remove(pidPath(dir, p.name))
+		return
+	}
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
 	select {
 	case <-p.done:

@@ -126,6 +126,12 @@ type Options struct {
 	// AuditLog, at Metadata level when the request is received: who asked, the verb, the
 	// resource, when.
 	Audit bool
+	// InterruptionQueue, when set, is an SQS queue the local endpoint creates at start and
+	// every tailor-provisioner reads interruption events from (--interruption-queue).
+	InterruptionQueue string
+	// SpotReclaimDelay is how long after an injected spot interruption warning the local
+	// endpoint terminates the instance; zero keeps EC2's two minutes.
+	SpotReclaimDelay time.Duration
 	// Detach lets the processes outlive the caller (make up).
 	Detach bool
 	// Progress receives a line per step; nil discards.
@@ -171,8 +177,8 @@ func (s *Stack) ClusterName() string { return s.opts.ClusterName }
 // ha reports whether the stack runs replicas that elect a leader.
 func (s *Stack) ha() bool { return s.opts.Replicas > 1 }
 
-// socketOf is the gRPC socket shared by a replica's scheduler and provisioner.
-func (s *Stack) socketOf(replica string) string {
+// SocketOf is the gRPC socket shared by a replica's scheduler and provisioner.
+func (s *Stack) SocketOf(replica string) string {
 	if replica == "a" {
 		return s.SocketPath
 	}
@@ -307,6 +313,32 @@ func (s *Stack) Kill(name string) {
 		delete(s.procs, name)
 	}
 }
+
+// Running reports whether a component the stack started is still running; when it ended on
+// its own (a crash), err says how. A component stopped or killed through the stack is not
+// running and has no error.
+func (s *Stack) Running(name string) (running bool, err error) {
+	p, ok := s.procs[name]
+	if !ok {
+		return false, nil
+	}
+	exited, err := p.exited()
+	if exited && err == nil {
+		err = errors.New("exited with status 0")
+	}
+	return !exited, err
+}
+
+// PID is the process id of a running component, 0 when it does not run.
+func (s *Stack) PID(name string) int {
+	if p, ok := s.procs[name]; ok {
+		return p.cmd.Process.Pid
+	}
+	return 0
+}
+
+// Components are the names of the stack's components, in start order.
+func (s *Stack) Components() []string { return slices.Clone(s.order) }
 
 // Down stops every component, newest first.
 func (s *Stack) Down() {
@@ -556,6 +588,8 @@ func (s *Stack) startLocalAWS(ctx context.Context) error {
 		// EKS DescribeCluster tells the provisioner what nodes join, as on EKS.
 		"--cluster-endpoint", s.Config.Host, "--cluster-ca-file", filepath.Join(s.opts.Dir, "pki", "ca.crt"),
 		"--service-cidr", serviceCIDR,
+		"--queues", s.opts.InterruptionQueue,
+		"--spot-reclaim-delay", s.spotReclaimDelay().String(),
 	})
 	if err != nil {
 		return err
@@ -575,6 +609,13 @@ func (s *Stack) startLocalAWS(ctx context.Context) error {
 		s.AWSEndpoint = addr
 		return nil
 	})
+}
+
+func (s *Stack) spotReclaimDelay() time.Duration {
+	if s.opts.SpotReclaimDelay > 0 {
+		return s.opts.SpotReclaimDelay
+	}
+	return 2 * time.Minute
 }
 
 // AWSEnv is the environment that points AWS SDKs and CLIs at the local endpoint.
@@ -599,7 +640,7 @@ func (s *Stack) startProvisioner(ctx context.Context, replica string) error {
 	if !slices.Contains(s.ProvisionerMetricsURLs, metricsURL) {
 		s.ProvisionerMetricsURLs = append(s.ProvisionerMetricsURLs, metricsURL)
 	}
-	socket := s.socketOf(replica)
+	socket := s.SocketOf(replica)
 	args := []string{
 		"--kubeconfig", kubeconfigPath(s.opts.Dir, "tailor-provisioner"),
 		"--socket", socket,
@@ -618,6 +659,9 @@ func (s *Stack) startProvisioner(ctx context.Context, replica string) error {
 	if s.opts.CapacityScheduling {
 		args = append(args, "--elastic-quotas")
 	}
+	if s.opts.InterruptionQueue != "" {
+		args = append(args, "--interruption-queue", s.opts.InterruptionQueue)
+	}
 	args = append(args, s.opts.ProvisionerArgs...)
 	if err := s.run(name, s.opts.bin("tailor-provisioner"), args, env...); err != nil {
 		return err
@@ -634,7 +678,7 @@ func (s *Stack) startScheduler(ctx context.Context, replica string) error {
 	name := SchedulerOf(replica)
 	kc := kubeconfigPath(s.opts.Dir, "tailor-scheduler")
 	cfgPath := filepath.Join(s.opts.Dir, name+"-config.yaml")
-	if err := s.writeSchedulerConfig(cfgPath, kc, s.socketOf(replica)); err != nil {
+	if err := s.writeSchedulerConfig(cfgPath, kc, s.SocketOf(replica)); err != nil {
 		return err
 	}
 	port := s.ports["scheduler-"+replica]

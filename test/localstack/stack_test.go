@@ -1,7 +1,9 @@
 package localstack
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -40,5 +42,45 @@ func TestProcessUsageReadsThisProcess(t *testing.T) {
 	}
 	if u.PeakRSSBytes < 1<<20 || u.CPUSeconds <= 0 {
 		t.Errorf("usage of this test process %+v, want a peak RSS of at least 1 MiB and some CPU time", u)
+	}
+}
+
+// TestKillSendsSIGKILLAlone: a component killed gets no SIGTERM it could act on, as in a
+// crash; one stopped gets SIGTERM first. The shell records a SIGTERM it receives.
+func TestKillSendsSIGKILLAlone(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		grace     time.Duration
+		wantTrace string
+	}{
+		{"kill", 0, ""},
+		{"stop", 5 * time.Second, "TERM\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			trace := filepath.Join(dir, "trace")
+			script := fmt.Sprintf(`trap 'echo TERM >> %s; exit 0' TERM; touch %s.ready; while :; do sleep 0.05; done`, trace, trace)
+			p, err := startProcess(dir, "trap", "/bin/sh", []string{"-c", script}, nil, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for deadline := time.Now().Add(5 * time.Second); ; {
+				if _, err := os.Stat(trace + ".ready"); err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the shell did not start")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			p.stop(dir, tc.grace)
+			got, _ := os.ReadFile(trace)
+			if string(got) != tc.wantTrace {
+				t.Errorf("signals the shell saw %q, want %q", got, tc.wantTrace)
+			}
+			if exited, _ := p.exited(); !exited {
+				t.Error("the process still runs after stop")
+			}
+		})
 	}
 }

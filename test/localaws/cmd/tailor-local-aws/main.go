@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -36,6 +37,8 @@ func main() {
 	clusterCAFile := flag.String("cluster-ca-file", "", "PEM file of the cluster CA that EKS DescribeCluster reports (base64-encoded, as EKS does).")
 	serviceCIDR := flag.String("service-cidr", localaws.DefaultServiceCIDR, "Service IPv4 CIDR that EKS DescribeCluster reports.")
 	klog.InitFlags(nil)
+	spotReclaimDelay := flag.Duration("spot-reclaim-delay", localaws.DefaultSpotReclaimDelay, "How long after an injected spot interruption warning the instance is terminated.")
+	queues := flag.String("queues", "", "Comma-separated names of SQS queues to create at start, e.g. an interruption queue.")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -56,6 +59,7 @@ func main() {
 		ShutdownDelay: *shutdownDelay,
 		Logger:        klog.Background(),
 		EKS:           eks,
+		SQS:           localaws.SQSOptions{SpotReclaimDelay: *spotReclaimDelay, Queues: splitList(*queues)},
 	}); err != nil {
 		klog.ErrorS(err, "tailor-local-aws failed")
 		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
@@ -113,4 +117,12 @@ func writeAtomically(path, content string) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// splitList splits a comma-separated flag; empty gives none.
+func splitList(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
 }

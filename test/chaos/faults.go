@@ -1,0 +1,395 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/tailor-autoscaler/tailor/test/localaws"
+	"github.com/tailor-autoscaler/tailor/test/localstack"
+)
+
+// admin is a client of the local endpoint's admin API.
+type admin struct{ endpoint string }
+
+// do sends a request to the admin API and decodes the JSON answer into out, when not nil.
+func (a admin) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		raw, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, a.endpoint+"/_admin/"+path, body)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s /_admin/%s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("%s /_admin/%s: %s: %s", method, path, resp.Status, bytes.TrimSpace(raw))
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(raw, out)
+}
+
+func (a admin) instances(ctx context.Context) ([]localaws.InstanceSummary, error) {
+	var out []localaws.InstanceSummary
+	return out, a.do(ctx, http.MethodGet, "instances", nil, &out)
+}
+
+// live lists the pending and running instances.
+func (a admin) live(ctx context.Context) ([]localaws.InstanceSummary, error) {
+	all, err := a.instances(ctx)
+	var out []localaws.InstanceSummary
+	for _, i := range all {
+		if i.State == "pending" || i.State == "running" {
+			out = append(out, i)
+		}
+	}
+	return out, err
+}
+
+// ec2Faults are the local endpoint's faults as the trial sets them: every field is sent, so
+// a PATCH lifts what is not set.
+type ec2Faults struct {
+	ThrottleRate      float64                           `json:"throttleRate"`
+	FleetMaxInstances *int                              `json:"fleetMaxInstances"`
+	LaunchLatency     localaws.Duration                 `json:"launchLatency"`
+	NeverRegisterNext int                               `json:"neverRegisterNext"`
+	FailActions       map[string]localaws.ActionFailure `json:"failActions"`
+}
+
+// injector carries out a trial's faults on the stack. Stack methods are not safe for
+// concurrent use, so process faults take mu.
+type injector struct {
+	stack *localstack.Stack
+	admin admin
+	queue string
+
+	mu sync.Mutex
+	// ec2 is the EC2 faults in force; killedNodes the Nodes of instances the faults killed
+	// or reclaimed, warnedNodes those of spot instances warned.
+	ec2         ec2Faults
+	killedNodes map[string]bool
+	warnedNodes map[string]bool
+	// injected counts faults by kind; skipped those that found nothing to hit (no spot
+	// instance to reclaim).
+	injected map[FaultKind]int
+	skipped  map[FaultKind]int
+	// restarts are the components that ended on their own and were started again, with how
+	// they ended, since the last reset; restartsTotal counts them over the run.
+	restarts      map[string][]string
+	restartsTotal map[string]int
+}
+
+func newInjector(stack *localstack.Stack, queue string) *injector {
+	return &injector{
+		stack: stack, admin: admin{endpoint: stack.AWSEndpoint}, queue: queue,
+		killedNodes: map[string]bool{}, warnedNodes: map[string]bool{},
+		injected: map[FaultKind]int{}, skipped: map[FaultKind]int{},
+		restarts: map[string][]string{}, restartsTotal: map[string]int{},
+	}
+}
+
+// run strikes each fault at its moment after start and lifts it when it ends; it returns
+// once every fault is over, with the errors of the injections that failed.
+func (in *injector) run(ctx context.Context, start time.Time, faults []Fault) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(faults))
+	for i, f := range faults {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if !sleepUntil(ctx, start.Add(f.At)) {
+				return
+			}
+			lift, err := in.strike(ctx, f)
+			if err != nil {
+				errs[i] = fmt.Errorf("injecting %s: %w", f, err)
+				return
+			}
+			if lift == nil {
+				return
+			}
+			sleepUntil(ctx, start.Add(f.End()))
+			if err := lift(context.WithoutCancel(ctx)); err != nil {
+				errs[i] = fmt.Errorf("lifting %s: %w", f, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// sleepUntil waits for the moment and reports whether it came before the context ended.
+func sleepUntil(ctx context.Context, at time.Time) bool {
+	t := time.NewTimer(time.Until(at))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// strike injects a fault and returns what lifts it (nil when it needs no lifting).
+func (in *injector) strike(ctx context.Context, f Fault) (func(context.Context) error, error) {
+	switch f.Kind {
+	case KillProvisioner, KillScheduler, RestartAPIServer, RestartEtcd:
+		name := map[FaultKind]string{
+			KillProvisioner: localstack.ProvisionerOf(f.Replica), KillScheduler: localstack.SchedulerOf(f.Replica),
+			RestartAPIServer: localstack.APIServer, RestartEtcd: localstack.Etcd,
+		}[f.Kind]
+		in.mu.Lock()
+		in.stack.Kill(name)
+		in.injected[f.Kind]++
+		in.mu.Unlock()
+		return func(ctx context.Context) error { return in.start(ctx, name) }, nil
+	case RemoveSocket:
+		in.mu.Lock()
+		err := os.Remove(in.stack.SocketOf(f.Replica))
+		in.injected[f.Kind]++
+		in.mu.Unlock()
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+		name := localstack.ProvisionerOf(f.Replica)
+		return func(ctx context.Context) error {
+			in.mu.Lock()
+			in.stack.Kill(name)
+			in.mu.Unlock()
+			return in.start(ctx, name)
+		}, nil
+	case EC2Throttle, EC2ServerError, EC2PartialFleet, EC2LaunchLatency, EC2NeverRegister:
+		if err := in.setEC2(ctx, f, true); err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context) error { return in.setEC2(ctx, f, false) }, nil
+	case EC2Capacity:
+		return in.capacity(ctx, f)
+	case InstanceDies, SpotWarning, SpotNoWarning:
+		return nil, in.reclaim(ctx, f)
+	}
+	return nil, fmt.Errorf("unknown fault kind %q", f.Kind)
+}
+
+// start starts a component again, retrying while what it needs is itself restarting.
+func (in *injector) start(ctx context.Context, name string) error {
+	var err error
+	for range 5 {
+		in.mu.Lock()
+		if running, _ := in.stack.Running(name); running {
+			in.mu.Unlock()
+			return nil
+		}
+		err = in.stack.Start(ctx, name)
+		in.mu.Unlock()
+		if err == nil {
+			return nil
+		}
+		in.mu.Lock()
+		in.stack.Kill(name)
+		in.mu.Unlock()
+		time.Sleep(2 * time.Second)
+	}
+	return err
+}
+
+// setEC2 sets or lifts one EC2 fault, keeping the others in force.
+func (in *injector) setEC2(ctx context.Context, f Fault, on bool) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	e := &in.ec2
+	switch f.Kind {
+	case EC2Throttle:
+		e.ThrottleRate = 0
+		if on {
+			e.ThrottleRate = 0.5
+		}
+	case EC2ServerError:
+		e.FailActions = nil
+		if on {
+			e.FailActions = map[string]localaws.ActionFailure{"CreateFleet": {Code: "InternalError", Status: http.StatusInternalServerError}}
+		}
+	case EC2PartialFleet:
+		e.FleetMaxInstances = nil
+		if on {
+			none := 0
+			e.FleetMaxInstances = &none
+		}
+	case EC2LaunchLatency:
+		e.LaunchLatency = localaws.Duration{}
+		if on {
+			// Tens of seconds, whatever the fault's span.
+			e.LaunchLatency = localaws.Duration{Duration: time.Duration(10+f.Pick%21) * time.Second}
+		}
+	case EC2NeverRegister:
+		e.NeverRegisterNext = 0
+		if on {
+			e.NeverRegisterNext = 1 + f.Pick%2
+		}
+	}
+	if on {
+		in.injected[f.Kind]++
+	}
+	return in.admin.do(ctx, http.MethodPatch, "faults", e, nil)
+}
+
+// capacity marks the pools of the live instances short of capacity, so that replacements
+// must go elsewhere.
+func (in *injector) capacity(ctx context.Context, f Fault) (func(context.Context) error, error) {
+	live, err := in.admin.live(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pools := []localaws.CapacityPool{}
+	for _, i := range live {
+		pools = append(pools, localaws.CapacityPool{InstanceType: i.InstanceType, Zone: i.Zone, CapacityType: i.CapacityType})
+	}
+	if err := in.admin.do(ctx, http.MethodPut, "insufficient-capacity", pools, nil); err != nil {
+		return nil, err
+	}
+	in.count(f.Kind, true)
+	return func(ctx context.Context) error {
+		return in.admin.do(ctx, http.MethodPut, "insufficient-capacity", []localaws.CapacityPool{}, nil)
+	}, nil
+}
+
+// reclaim terminates a registered instance: with a spot warning, without one, or as an
+// instance that dies.
+func (in *injector) reclaim(ctx context.Context, f Fault) error {
+	live, err := in.admin.live(ctx)
+	if err != nil {
+		return err
+	}
+	var targets []localaws.InstanceSummary
+	for _, i := range live {
+		if i.NodeRegistered && (f.Kind == InstanceDies || i.CapacityType == "spot") {
+			targets = append(targets, i)
+		}
+	}
+	if len(targets) == 0 {
+		in.count(f.Kind, false)
+		return nil
+	}
+	target := targets[f.Pick%len(targets)]
+	in.mu.Lock()
+	if f.Kind == SpotWarning {
+		in.warnedNodes[target.PrivateDNSName] = true
+	}
+	in.killedNodes[target.PrivateDNSName] = true
+	in.mu.Unlock()
+	if f.Kind == SpotWarning {
+		err = in.admin.do(ctx, http.MethodPost, "interruptions", localaws.Interruption{Queue: in.queue, InstanceID: target.ID, Kind: localaws.InterruptionSpot}, nil)
+	} else {
+		err = in.admin.do(ctx, http.MethodDelete, "instances/"+target.ID, nil, nil)
+	}
+	if err != nil {
+		return err
+	}
+	in.count(f.Kind, true)
+	return nil
+}
+
+func (in *injector) count(kind FaultKind, injected bool) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if injected {
+		in.injected[kind]++
+	} else {
+		in.skipped[kind]++
+	}
+}
+
+// lost reports whether a Node was lost to a fault: killed, or reclaimed after a warning.
+func (in *injector) lost(node string) bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.killedNodes[node]
+}
+
+// warned reports whether a Node got a spot interruption warning.
+func (in *injector) warned(node string) bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.warnedNodes[node]
+}
+
+// reset forgets the Nodes and restarts of the last trial.
+func (in *injector) reset() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.killedNodes, in.warnedNodes, in.restarts = map[string]bool{}, map[string]bool{}, map[string][]string{}
+}
+
+// supervise starts again, as the kubelet does, every component that ended on its own (a
+// sidecar that lost its Lease exits by design), and records it; it returns when ctx ends.
+func (in *injector) supervise(ctx context.Context) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		in.mu.Lock()
+		var ended []string
+		for _, name := range in.stack.Components() {
+			// A component a fault killed has no process until the fault ends.
+			if running, err := in.stack.Running(name); !running && in.stack.PID(name) != 0 {
+				ended = append(ended, name)
+				in.restarts[name] = append(in.restarts[name], fmt.Sprint(err))
+				in.restartsTotal[name]++
+				in.stack.Kill(name)
+			}
+		}
+		in.mu.Unlock()
+		for _, name := range ended {
+			if err := in.start(ctx, name); err != nil {
+				in.mu.Lock()
+				in.restarts[name] = append(in.restarts[name], "not started again: "+err.Error())
+				in.mu.Unlock()
+			}
+		}
+	}
+}
+
+// restarted returns the components started again since the last reset.
+func (in *injector) restarted() map[string][]string {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	out := make(map[string][]string, len(in.restarts))
+	for k, v := range in.restarts {
+		out[k] = slices.Clone(v)
+	}
+	return out
+}
+
+// sample reads the goroutines and memory of Tailor's processes.
+func (in *injector) sample(ctx context.Context, phase Phase) []sample {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return sampleProcesses(ctx, in.stack, phase)
+}

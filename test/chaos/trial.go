@@ -1,0 +1,378 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws"
+	"github.com/tailor-autoscaler/tailor/test/localaws"
+)
+
+// Invariants, by the name the report gives them.
+const (
+	InvPodsRunning       = "pods-running"
+	InvNoOrphanInstance  = "no-instance-without-nodeclaim"
+	InvNoClaimWithout    = "no-nodeclaim-without-instance"
+	InvNoDrifted         = "drift-rolled-out"
+	InvCost              = "cost-at-rest"
+	InvNoDuplicateLaunch = "no-duplicate-launch"
+	InvPDB               = "pdb-respected"
+	InvEvictedOnce       = "evicted-once-per-consolidation"
+	InvNoCrash           = "no-crash"
+	InvNoGrowth          = "no-growth"
+	InvCleanup           = "cleanup"
+)
+
+// costSlack is the issue's bound on the cost at rest over a fresh plan.
+const costSlack = 1.05
+
+// Breach is an invariant that did not hold after a trial.
+type Breach struct {
+	Seed      uint64 `json:"seed"`
+	Phase     Phase  `json:"phase"`
+	Invariant string `json:"invariant"`
+	Detail    string `json:"detail"`
+}
+
+// TrialResult is what one trial found.
+type TrialResult struct {
+	Plan Plan
+	// Recovery is the time from the last fault's end to a sound rest (or to the bound).
+	Recovery time.Duration
+	// Held are the invariants that held; Breaches the others.
+	Held     []string
+	Breaches []Breach
+	// Launched and Created count the instances launched and NodeClaims they were launched
+	// for during the trial.
+	Launched, Created int
+	// Restarts counts the components that ended on their own and were started again.
+	Restarts int
+}
+
+func (t *TrialResult) check(plan Plan, invariant string, ok bool, format string, args ...any) {
+	if ok {
+		t.Held = append(t.Held, invariant)
+		return
+	}
+	t.Breaches = append(t.Breaches, Breach{Seed: plan.Seed, Phase: plan.Phase, Invariant: invariant, Detail: fmt.Sprintf(format, args...)})
+}
+
+// trial runs one trial on an empty cluster and leaves the cluster empty again.
+func (r *runner) trial(ctx context.Context, plan Plan) (*TrialResult, error) {
+	res := &TrialResult{Plan: plan}
+	r.inject.reset()
+	start := time.Now()
+	launchedBefore, err := r.launched(ctx)
+	if err != nil {
+		return nil, err
+	}
+	watch, err := watchPods(ctx, r.cs)
+	if err != nil {
+		return nil, err
+	}
+	if err := createDeployments(ctx, r.cs, plan.Deployments); err != nil {
+		return nil, err
+	}
+	if plan.Phase != PhaseBurst {
+		// The phase starts from a cluster at rest; its faults strike after.
+		if err := r.waitRunning(ctx, plan, false, r.opts.Recovery); err != nil {
+			res.check(plan, InvPodsRunning, false, "before the %s phase and its faults: %v", plan.Phase, err)
+		}
+	}
+	phaseStart := time.Now()
+	switch plan.Phase {
+	case PhaseScaleDown:
+		err = scaleDeployments(ctx, r.cs, plan.Deployments)
+	case PhaseDrift:
+		r.alias = 1 - r.alias
+		err = r.applyPool(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	faults := plan.Faults
+	if plan.Phase == PhaseSpot {
+		// The phase's own reclaims, one with its warning and one without, at its start.
+		faults = append([]Fault{{Kind: SpotWarning, Pick: int(plan.Seed % 7)}, {Kind: SpotNoWarning, Pick: int(plan.Seed % 5)}}, faults...)
+	}
+	if err := r.inject.run(ctx, phaseStart, faults); err != nil {
+		// A fault the harness could not inject or lift is the harness's failure.
+		return nil, err
+	}
+	faultsEnd := time.Now()
+	rest := r.atRest(ctx, plan)
+	res.Recovery = time.Since(faultsEnd)
+	for _, inv := range []string{InvPodsRunning, InvNoOrphanInstance, InvNoClaimWithout, InvNoDrifted, InvCost} {
+		detail, failed := rest[inv]
+		res.check(plan, inv, !failed, "%s", detail)
+	}
+	r.checkLaunches(ctx, plan, start, launchedBefore, res)
+	evicted, deleted, _ := watch.close()
+	r.checkEvictions(plan, phaseStart, evicted, deleted, res)
+	r.checkProcesses(ctx, plan, res)
+	if err := r.cleanup(ctx); err != nil {
+		res.check(plan, InvCleanup, false, "%v", err)
+	}
+	return res, nil
+}
+
+// waitRunning waits for every pod of the plan's Deployments to run, as many as before the
+// phase or, when begun, after it.
+func (r *runner) waitRunning(ctx context.Context, plan Plan, begun bool, timeout time.Duration) error {
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		last = r.podsRunning(ctx, plan, begun)
+		return last == "", nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s after %s", last, timeout)
+	}
+	return nil
+}
+
+// wantReplicas is how many pods a Deployment runs before the phase or, when begun, after.
+func wantReplicas(plan Plan, d Deployment, begun bool) int {
+	if begun && plan.Phase == PhaseScaleDown {
+		return d.Keep
+	}
+	return d.Replicas
+}
+
+// podsRunning says which Deployments do not run all their pods; "" when all do.
+func (r *runner) podsRunning(ctx context.Context, plan Plan, begun bool) string {
+	pods, err := r.cs.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{LabelSelector: DeploymentLabel})
+	if err != nil {
+		return fmt.Sprintf("listing pods: %v", err)
+	}
+	running := map[string]int{}
+	pending := 0
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		if p.Status.Phase == corev1.PodRunning {
+			running[p.Labels[DeploymentLabel]]++
+		} else {
+			pending++
+		}
+	}
+	var short []string
+	for _, d := range plan.Deployments {
+		if want := wantReplicas(plan, d, begun); running[d.Name] != want {
+			short = append(short, fmt.Sprintf("%s %d/%d", d.Name, running[d.Name], want))
+		}
+	}
+	if len(short) == 0 && pending == 0 {
+		return ""
+	}
+	return fmt.Sprintf("pods running: %s; %d not running", strings.Join(short, ", "), pending)
+}
+
+// atRest polls the invariants of a cluster at rest until they all hold or the recovery
+// bound passes, and returns those that did not hold, with what was wrong.
+func (r *runner) atRest(ctx context.Context, plan Plan) map[string]string {
+	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, r.opts.Recovery, true, func(ctx context.Context) (bool, error) {
+		return len(r.restChecks(ctx, plan)) == 0, nil
+	})
+	if err == nil {
+		return nil
+	}
+	// Once more outside the poll, whose context has ended: what did not hold at the bound.
+	return r.restChecks(ctx, plan)
+}
+
+// restChecks evaluates the invariants of a cluster at rest once.
+func (r *runner) restChecks(ctx context.Context, plan Plan) map[string]string {
+	failed := map[string]string{}
+	if msg := r.podsRunning(ctx, plan, true); msg != "" {
+		failed[InvPodsRunning] = msg
+	}
+	live, err := r.inject.admin.live(ctx)
+	if err != nil {
+		failed[InvNoOrphanInstance] = err.Error()
+		return failed
+	}
+	claims := &karpv1.NodeClaimList{}
+	if err := r.kube.List(ctx, claims); err != nil {
+		failed[InvNoClaimWithout] = err.Error()
+		return failed
+	}
+	liveIDs := map[string]localaws.InstanceSummary{}
+	for _, i := range live {
+		liveIDs[i.ID] = i
+	}
+	claimed := map[string]bool{}
+	var without, drifted []string
+	for _, nc := range claims.Items {
+		id, _ := aws.InstanceIDOf(nc.Status.ProviderID)
+		claimed[id] = true
+		if i, ok := liveIDs[id]; !ok || !i.NodeRegistered {
+			without = append(without, nc.Name)
+		}
+		for _, c := range nc.Status.Conditions {
+			if c.Type == karpv1.ConditionTypeDrifted && c.Status == metav1.ConditionTrue {
+				drifted = append(drifted, nc.Name)
+			}
+		}
+	}
+	var orphans []string
+	for _, i := range live {
+		if !claimed[i.ID] {
+			orphans = append(orphans, i.ID)
+		}
+	}
+	if len(without) > 0 {
+		failed[InvNoClaimWithout] = fmt.Sprintf("NodeClaims without a registered instance: %v", without)
+	}
+	if len(orphans) > 0 {
+		failed[InvNoOrphanInstance] = fmt.Sprintf("instances without a NodeClaim: %v", orphans)
+	}
+	if len(drifted) > 0 {
+		failed[InvNoDrifted] = fmt.Sprintf("NodeClaims still drifted: %v", drifted)
+	}
+	var pods []*corev1.Pod
+	for _, d := range plan.Deployments {
+		pods = append(pods, podsOf(d, wantReplicas(plan, d, true))...)
+	}
+	cost, fresh := 0.0, r.fresh.cost(pods)
+	for _, i := range live {
+		cost += i.PricePerHour
+	}
+	if cost > costSlack*fresh+1e-9 {
+		failed[InvCost] = fmt.Sprintf("$%.4f/hour on %d instances, ×%.3f a fresh plan's $%.4f/hour", cost, len(live), cost/fresh, fresh)
+	}
+	return failed
+}
+
+// launched counts the instances the local endpoint launched.
+func (r *runner) launched(ctx context.Context) (int, error) {
+	var n localaws.LaunchCount
+	return n.Instances, r.inject.admin.do(ctx, http.MethodGet, "launched", nil, &n)
+}
+
+// checkLaunches checks that no NodeClaim got two instances: every instance launched during
+// the trial names its NodeClaim, and no NodeClaim is named twice.
+func (r *runner) checkLaunches(ctx context.Context, plan Plan, start time.Time, before int, res *TrialResult) {
+	after, err := r.launched(ctx)
+	all, err2 := r.inject.admin.instances(ctx)
+	if err != nil || err2 != nil {
+		res.check(plan, InvNoDuplicateLaunch, false, "reading the launches: %v %v", err, err2)
+		return
+	}
+	byClaim := map[string][]string{}
+	for _, i := range all {
+		if i.LaunchTime.Before(start.Add(-time.Second)) {
+			continue
+		}
+		claim := i.Tags["karpenter.sh/nodeclaim"]
+		byClaim[claim] = append(byClaim[claim], i.ID)
+	}
+	var dups []string
+	for claim, ids := range byClaim {
+		if claim == "" || len(ids) > 1 {
+			dups = append(dups, fmt.Sprintf("NodeClaim %q: %v", claim, ids))
+		}
+	}
+	slices.Sort(dups)
+	res.Launched, res.Created = after-before, len(byClaim)
+	res.check(plan, InvNoDuplicateLaunch, len(dups) == 0 && res.Launched <= res.Created,
+		"%d instances launched for %d NodeClaims: %s", res.Launched, res.Created, strings.Join(dups, "; "))
+}
+
+// checkEvictions checks that pods left only through the Eviction API (which holds them to
+// their budgets), with their node when a fault took it, or by the scale-down; and that no
+// pod the scale-down's consolidation moved was evicted again.
+func (r *runner) checkEvictions(plan Plan, phaseStart time.Time, evicted, deleted []eviction, res *TrialResult) {
+	allowed := map[string]int{}
+	if plan.Phase == PhaseScaleDown {
+		for _, d := range plan.Deployments {
+			allowed[d.Name] = d.Replicas - d.Keep
+		}
+	}
+	var bypassed []string
+	for _, e := range deleted {
+		switch {
+		case e.node == "" || r.inject.lost(e.node):
+		case allowed[e.deployment] > 0:
+			allowed[e.deployment]--
+		default:
+			bypassed = append(bypassed, fmt.Sprintf("%s on %s", e.pod, e.node))
+		}
+	}
+	res.check(plan, InvPDB, len(bypassed) == 0, "pods deleted without the Eviction API, beyond the scale-down and the nodes faults took: %v", bypassed)
+	if plan.Phase != PhaseScaleDown {
+		return
+	}
+	var twice []string
+	for _, e := range evicted {
+		if e.created.After(phaseStart.Truncate(time.Second)) && !r.inject.warned(e.node) {
+			twice = append(twice, fmt.Sprintf("%s (created %s after the scale-down) from %s", e.pod, e.created.Sub(phaseStart).Round(time.Second), e.node))
+		}
+	}
+	res.check(plan, InvEvictedOnce, len(twice) == 0, "pods evicted again after consolidation moved them: %v", twice)
+}
+
+// crashLoop is how many times a component may end on its own in one trial before it counts
+// as crash-looping: a sidecar that led exits once when the API server is away past its
+// renew deadline, and may exit once more if its restart meets the API server still away.
+const crashLoop = 3
+
+// checkProcesses checks that no component ended on its own crashLoop times, and samples the
+// goroutines and memory of Tailor's processes.
+func (r *runner) checkProcesses(ctx context.Context, plan Plan, res *TrialResult) {
+	var looping []string
+	for name, ends := range r.inject.restarted() {
+		res.Restarts += len(ends)
+		if len(ends) >= crashLoop {
+			looping = append(looping, fmt.Sprintf("%s ended %d times: %s", name, len(ends), strings.Join(ends, "; ")))
+		}
+	}
+	slices.Sort(looping)
+	res.check(plan, InvNoCrash, len(looping) == 0, "components crash-looping: %v", looping)
+	r.samples = append(r.samples, r.inject.sample(ctx, plan.Phase)...)
+}
+
+// cleanup deletes the trial's Deployments and NodeClaims and waits for the cluster and the
+// local endpoint to be empty, with no fault in force.
+func (r *runner) cleanup(ctx context.Context) error {
+	if err := deleteDeployments(ctx, r.cs); err != nil {
+		return err
+	}
+	if err := r.kube.DeleteAllOf(ctx, &karpv1.NodeClaim{}); err != nil {
+		return fmt.Errorf("deleting NodeClaims: %w", err)
+	}
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		claims := &karpv1.NodeClaimList{}
+		if err := r.kube.List(ctx, claims); err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		live, err := r.inject.admin.live(ctx)
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		pods := &corev1.PodList{}
+		if err := r.kube.List(ctx, pods, client.InNamespace(metav1.NamespaceDefault), client.HasLabels{DeploymentLabel}); err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		last = fmt.Sprintf("%d NodeClaims, %d live instances, %d pods left", len(claims.Items), len(live), len(pods.Items))
+		return len(claims.Items) == 0 && len(live) == 0 && len(pods.Items) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("emptying the cluster after the trial: %s", last)
+	}
+	return nil
+}

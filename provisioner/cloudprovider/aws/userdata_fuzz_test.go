@@ -2,6 +2,7 @@ package aws
 
 import (
 	"encoding/base64"
+	"mime"
 	"strings"
 	"testing"
 
@@ -76,6 +77,14 @@ func FuzzUserData(f *testing.F) {
 			require.Len(t, got, len(want)+1, "user data:\n%s", decoded)
 			for i, p := range want {
 				require.Equal(t, p.body, got[i].body, "part %d", i)
+			}
+			_, params, err := mime.ParseMediaType(strings.SplitN(strings.SplitN(string(decoded), "\r\n", 3)[1], ": ", 2)[1])
+			require.NoError(t, err)
+			for i, p := range got {
+				for _, line := range strings.Split(p.body, "\n") {
+					line = strings.TrimSuffix(strings.TrimRight(strings.TrimSuffix(line, "\r"), " \t"), "--")
+					require.NotEqual(t, "--"+params["boundary"], line, "part %d holds a line cloud-init reads as a boundary", i)
+				}
 			}
 			last := got[len(got)-1]
 			require.True(t, strings.Contains(last.body, b.cluster.Endpoint), "Tailor's part lost the cluster: %q", last.body)

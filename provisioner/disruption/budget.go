@@ -101,8 +101,9 @@ func activeAt(b karpv1.Budget, t time.Time) (bool, error) {
 		return false, err
 	}
 	t = t.UTC()
-	// The latest activation at or before t is the first one after t-duration, if it is not
-	// after t. A schedule that never fires (30 February) has no next time: never active.
-	next := sched.Next(t.Add(-b.Duration.Duration).Add(-time.Second))
+	// The latest activation at or before t is the first one at or after t-duration, if it is
+	// not after t; Next gives the first whole second strictly after its argument. A
+	// schedule that never fires (30 February) has no next time: never active.
+	next := sched.Next(t.Add(-b.Duration.Duration).Add(-time.Nanosecond))
 	return !next.IsZero() && !next.After(t), nil
 }

@@ -64,7 +64,7 @@ func Allowed(np *karpv1.NodePool, reason karpv1.DisruptionReason, total, disrupt
 		// No budget covers the reason at this time: nothing limits it.
 		allowed = total
 	}
-	return max(0, allowed-disrupting), nil
+	return max(0, min(allowed, total)-disrupting), nil
 }
 
 // nodes reads a budget's node count: a number, or a percentage of total rounded up, as

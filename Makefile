@@ -2,6 +2,7 @@
 SHELL := /usr/bin/env bash
 .DEFAULT_GOAL := help
 DIR ?= .local
+FUZZTIME ?= 30s
 # Images are tagged with the chart's appVersion, the tag the chart deploys by default.
 IMAGE_TAG ?= $(shell awk '/^appVersion:/ {gsub(/"/, "", $$2); print $$2}' manifests/charts/tailor/Chart.yaml)
 
@@ -16,6 +17,10 @@ demo: binaries ## Build, start the local stack, run the demo scenario, print it,
 .PHONY: test
 test: ## Run every check and test: generated code, unit, integration and end-to-end.
 	hack/test.sh
+
+.PHONY: fuzz
+fuzz: ## Run every Go fuzz target for FUZZTIME (30s) each, one after another: a table of executions, new corpus entries and crashers; fails on any crasher. FUZZ_PARALLEL= sets workers.
+	@FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
 .PHONY: bench
 bench: ## Benchmark the planner on the shared workloads (1k/5k/10k pods, full catalog): pods/s, nodes, $/hour, ratio to the LP bound.

@@ -16,8 +16,23 @@ import (
 // defaultBudget applies to NodePools that set no budgets.
 var defaultBudget = karpv1.Budget{Nodes: "10%"}
 
-// cronParser reads budget schedules: five fields or a descriptor such as @daily, in UTC.
+// cronParser reads budget schedules: five fields or a descriptor such as @daily.
 var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// parseSchedule reads a budget's schedule in UTC, as Karpenter does: the parser would
+// otherwise read it in the process's local time zone, or in one the schedule names (and
+// panic on a TZ= prefix without a schedule after it). @every is refused: its times follow
+// the moment it is asked, not the clock, so its window would always be open.
+func parseSchedule(schedule string) (cron.Schedule, error) {
+	if strings.HasPrefix(strings.TrimSpace(schedule), "@every") {
+		return nil, fmt.Errorf("schedule %q: @every is not a time of day; write five cron fields or @hourly, @daily, @weekly, @monthly, @yearly", schedule)
+	}
+	sched, err := cronParser.Parse("TZ=UTC " + schedule)
+	if err != nil {
+		return nil, fmt.Errorf("schedule %q: %w", schedule, err)
+	}
+	return sched, nil
+}
 
 // Allowed is how many more of a NodePool's nodes may be disrupted for reason now: the
 // smallest of its active budgets that cover the reason, less the nodes already being
@@ -49,7 +64,7 @@ func Allowed(np *karpv1.NodePool, reason karpv1.DisruptionReason, total, disrupt
 		// No budget covers the reason at this time: nothing limits it.
 		allowed = total
 	}
-	return max(0, allowed-disrupting), nil
+	return max(0, min(allowed, total)-disrupting), nil
 }
 
 // nodes reads a budget's node count: a number, or a percentage of total rounded up, as
@@ -78,13 +93,17 @@ func activeAt(b karpv1.Budget, t time.Time) (bool, error) {
 	if b.Duration == nil {
 		return false, fmt.Errorf("schedule %q has no duration; set both", *b.Schedule)
 	}
-	sched, err := cronParser.Parse(*b.Schedule)
+	if b.Duration.Duration < 0 {
+		return false, fmt.Errorf("duration %s must not be negative", b.Duration.Duration)
+	}
+	sched, err := parseSchedule(*b.Schedule)
 	if err != nil {
-		return false, fmt.Errorf("schedule %q: %w", *b.Schedule, err)
+		return false, err
 	}
 	t = t.UTC()
-	// The latest activation at or before t is the first one after t-duration, if it is not
-	// after t.
-	next := sched.Next(t.Add(-b.Duration.Duration - time.Second))
-	return !next.After(t), nil
+	// The latest activation at or before t is the first one at or after t-duration, if it is
+	// not after t; Next gives the first whole second strictly after its argument. A
+	// schedule that never fires (30 February) has no next time: never active.
+	next := sched.Next(t.Add(-b.Duration.Duration).Add(-time.Nanosecond))
+	return !next.IsZero() && !next.After(t), nil
 }

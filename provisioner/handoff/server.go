@@ -26,7 +26,10 @@ import (
 
 // Submitter queues pods for provisioning.
 type Submitter interface {
+	// Submit queues subs and returns how many were queued.
 	Submit(subs []provisioning.Submission) int
+	// Pending returns how many pods are queued for the next batch.
+	Pending() int
 }
 
 // Nominations is where planned pods will land.
@@ -34,11 +37,28 @@ type Nominations interface {
 	Subscribe() (snapshot []nomination.Nomination, updates <-chan nomination.Update, cancel func())
 }
 
+// DefaultMaxQueuedPods is the --max-queued-pods default: a scale-up of 5,000 nodes' pods
+// several times over, while their decoded objects (a few KiB each) stay within a few
+// hundred MiB.
+const DefaultMaxQueuedPods = 50000
+
+// Options configure a Server.
+type Options struct {
+	// MaxQueuedPods bounds the pods queued for the next batch (--max-queued-pods): a
+	// submission that would take the queue past it is refused with ResourceExhausted.
+	// 0 is DefaultMaxQueuedPods.
+	MaxQueuedPods int
+}
+
 // Server implements the Provisioner service.
 type Server struct {
 	provisionerv1.UnimplementedProvisionerServer
-	submitter   Submitter
-	nominations Nominations
+	submitter     Submitter
+	nominations   Nominations
+	maxQueuedPods int
+	// submitting makes checking the queue's length and queueing one step, so concurrent
+	// submissions cannot together pass the bound.
+	submitting sync.Mutex
 	// closing ends nomination streams when the server stops: they would otherwise keep a
 	// graceful stop waiting for as long as the scheduler stays connected.
 	closing   chan struct{}
@@ -46,34 +66,29 @@ type Server struct {
 }
 
 // NewServer returns a Server.
-func NewServer(submitter Submitter, nominations Nominations) *Server {
-	return &Server{submitter: submitter, nominations: nominations, closing: make(chan struct{})}
+func NewServer(submitter Submitter, nominations Nominations, opts Options) *Server {
+	if opts.MaxQueuedPods <= 0 {
+		opts.MaxQueuedPods = DefaultMaxQueuedPods
+	}
+	return &Server{submitter: submitter, nominations: nominations, maxQueuedPods: opts.MaxQueuedPods, closing: make(chan struct{})}
 }
 
-// SubmitPods decodes the pods and queues them.
+// SubmitPods decodes the pods and queues them, unless they would take the queue past its
+// bound.
 func (s *Server) SubmitPods(ctx context.Context, req *provisionerv1.SubmitPodsRequest) (*provisionerv1.SubmitPodsResponse, error) {
-	sel := provisioning.NodePoolSelector{Names: req.GetNodePools().GetNames()}
-	if expr := req.GetNodePools().GetLabelSelector(); expr != "" {
-		parsed, err := labels.Parse(expr)
-		if err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "node_pools.label_selector %q is not a label selector: %v", expr, err)
-		}
-		sel.Labels = parsed
+	subs, err := submissions(req)
+	if err != nil {
+		return nil, err
 	}
-	subs := make([]provisioning.Submission, 0, len(req.GetPods()))
-	for i, p := range req.GetPods() {
-		pod := &corev1.Pod{}
-		if err := pod.Unmarshal(p.GetPod()); err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "pods[%d].pod is not a protobuf-encoded v1 Pod: %v", i, err)
-		}
-		if pod.UID == "" || pod.Name == "" {
-			return nil, status.Errorf(codes.InvalidArgument, "pods[%d].pod has no name or uid", i)
-		}
-		subs = append(subs, provisioning.Submission{
-			Pod: pod, Profile: req.GetProfile(), NodePools: sel, StaleNode: p.GetStaleNode(), SchedulerMessage: p.GetMessage(),
-		})
+	s.submitting.Lock()
+	queued := s.submitter.Pending()
+	if queued+len(subs) > s.maxQueuedPods {
+		s.submitting.Unlock()
+		return nil, status.Errorf(codes.ResourceExhausted,
+			"%d pods are queued and %d more would pass the limit of %d (--max-queued-pods); submit them again after the next batch", queued, len(subs), s.maxQueuedPods)
 	}
 	accepted := s.submitter.Submit(subs)
+	s.submitting.Unlock()
 	log.FromContext(ctx).V(1).Info("pods submitted", "profile", req.GetProfile(), "pods", len(subs), "accepted", accepted)
 	return &provisionerv1.SubmitPodsResponse{Accepted: int32(accepted)}, nil
 }
@@ -107,6 +122,33 @@ func (s *Server) WatchNominations(_ *provisionerv1.WatchNominationsRequest, stre
 	}
 }
 
+// submissions decodes a request into what the provisioner queues. A request it cannot use
+// is an InvalidArgument error naming the field.
+func submissions(req *provisionerv1.SubmitPodsRequest) ([]provisioning.Submission, error) {
+	sel := provisioning.NodePoolSelector{Names: req.GetNodePools().GetNames()}
+	if expr := req.GetNodePools().GetLabelSelector(); expr != "" {
+		parsed, err := labels.Parse(expr)
+		if err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "node_pools.label_selector %q is not a label selector: %v", expr, err)
+		}
+		sel.Labels = parsed
+	}
+	subs := make([]provisioning.Submission, 0, len(req.GetPods()))
+	for i, p := range req.GetPods() {
+		pod := &corev1.Pod{}
+		if err := pod.Unmarshal(p.GetPod()); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "pods[%d].pod is not a protobuf-encoded v1 Pod: %v", i, err)
+		}
+		if pod.UID == "" || pod.Name == "" {
+			return nil, status.Errorf(codes.InvalidArgument, "pods[%d].pod has no name or uid", i)
+		}
+		subs = append(subs, provisioning.Submission{
+			Pod: pod, Profile: req.GetProfile(), NodePools: sel, StaleNode: p.GetStaleNode(), SchedulerMessage: p.GetMessage(),
+		})
+	}
+	return subs, nil
+}
+
 func toProto(ns []nomination.Nomination) []*provisionerv1.Nomination {
 	out := make([]*provisionerv1.Nomination, len(ns))
 	for i, n := range ns {
@@ -120,7 +162,8 @@ func podRef(p nomination.Pod) *provisionerv1.PodReference {
 }
 
 // Serve serves srv on a unix socket at path until ctx ends. A socket file left by an earlier
-// run is replaced.
+// run is replaced. Only the owner may connect (0600): the scheduler runs in the same pod as
+// the same user.
 func Serve(ctx context.Context, path string, srv *Server) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return fmt.Errorf("creating socket directory: %w", err)
@@ -132,7 +175,7 @@ func Serve(ctx context.Context, path string, srv *Server) error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", path, err)
 	}
-	if err := os.Chmod(path, 0o660); err != nil {
+	if err := os.Chmod(path, 0o600); err != nil {
 		return fmt.Errorf("setting socket permissions: %w", err)
 	}
 	g := grpc.NewServer(

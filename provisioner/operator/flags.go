@@ -13,6 +13,7 @@ import (
 
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws"
 	"github.com/tailor-autoscaler/tailor/provisioner/disruption"
+	"github.com/tailor-autoscaler/tailor/provisioner/handoff"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/repair"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 	"github.com/tailor-autoscaler/tailor/provisioner/provisioning"
@@ -22,6 +23,7 @@ import (
 func BindFlags(fs *flag.FlagSet) *Options {
 	opts := &Options{FeatureGates: DefaultFeatureGates(), MinValuesPolicy: MinValuesStrict, RepairPolicies: repair.DefaultPolicies()}
 	fs.StringVar(&opts.SocketPath, "socket", "/var/run/tailor/provisioner.sock", "Unix socket of the gRPC API the scheduler plugin uses.")
+	fs.IntVar(&opts.MaxQueuedPods, "max-queued-pods", handoff.DefaultMaxQueuedPods, "Pods the scheduler may queue for the next batch; a submission past it is refused with ResourceExhausted and sent again later.")
 	fs.DurationVar(&opts.BatchIdle, "batch-idle-duration", time.Second, "A provisioning batch closes after this long without new pods (env BATCH_IDLE_DURATION).")
 	fs.DurationVar(&opts.BatchMax, "batch-max-duration", 10*time.Second, "A provisioning batch closes this long after it opened (env BATCH_MAX_DURATION).")
 	fs.StringVar(&opts.ClusterName, "cluster-name", "", "Name of the EKS cluster (env CLUSTER_NAME).")

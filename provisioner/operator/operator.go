@@ -68,6 +68,8 @@ import (
 type Options struct {
 	// SocketPath is the unix socket of the gRPC API shared with the scheduler.
 	SocketPath string
+	// MaxQueuedPods bounds the pods the scheduler may queue for the next batch.
+	MaxQueuedPods int
 	// BatchIdle and BatchMax bound a provisioning batch.
 	BatchIdle, BatchMax time.Duration
 	// ClusterName, ClusterEndpoint, ClusterCABundle (base64 PEM) and ServiceCIDR describe
@@ -165,6 +167,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ReplanWindow < 0 {
 		errs = append(errs, fmt.Errorf("--replan-window (%s) must not be negative; 0 never plans pods again", o.ReplanWindow))
+	}
+	if o.MaxQueuedPods <= 0 {
+		errs = append(errs, fmt.Errorf("--max-queued-pods (%d) must be positive", o.MaxQueuedPods))
 	}
 	if o.MovedPodsHold < 0 {
 		errs = append(errs, fmt.Errorf("--moved-pods-hold (%s) must not be negative; 0 lets consolidation move pods again at once", o.MovedPodsHold))
@@ -330,7 +335,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		if !mgr.GetCache().WaitForCacheSync(ctx) {
 			return errors.New("caches did not sync")
 		}
-		return handoff.Serve(ctx, opts.SocketPath, handoff.NewServer(prov, tracker))
+		return handoff.Serve(ctx, opts.SocketPath, handoff.NewServer(prov, tracker, handoff.Options{MaxQueuedPods: opts.MaxQueuedPods}))
 	})); err != nil {
 		return fmt.Errorf("adding gRPC server: %w", err)
 	}

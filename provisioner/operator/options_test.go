@@ -16,7 +16,7 @@ func TestValidateNamesTheFlagToFix(t *testing.T) {
 	valid := Options{
 		SocketPath: "/var/run/tailor/provisioner.sock", ClusterName: "prod", BatchIdle: time.Second, BatchMax: 10 * time.Second,
 		DisruptionInterval: 10 * time.Second, SpotToSpotSavings: 0.2, KubeAPIQPS: DefaultKubeAPIQPS, KubeAPIBurst: DefaultKubeAPIBurst,
-		MinValuesPolicy: MinValuesStrict,
+		MinValuesPolicy: MinValuesStrict, MaxQueuedPods: 50000,
 	}
 	tests := []struct {
 		name   string
@@ -32,6 +32,7 @@ func TestValidateNamesTheFlagToFix(t *testing.T) {
 			want: "--spot-to-spot-savings (1) must be a fraction from 0 up to, not including, 1"},
 		{name: "a negative moved-pods hold", change: func(o *Options) { o.MovedPodsHold = -time.Minute },
 			want: "--moved-pods-hold (-1m0s) must not be negative; 0 lets consolidation move pods again at once"},
+		{name: "no queue for submitted pods", change: func(o *Options) { o.MaxQueuedPods = 0 }, want: "--max-queued-pods (0) must be positive"},
 		{name: "no API request rate", change: func(o *Options) { o.KubeAPIQPS = 0 }, want: "--kube-api-qps (0) must be positive"},
 		{name: "a fractional API request rate", change: func(o *Options) { o.KubeAPIQPS, o.KubeAPIBurst = 0.5, 1 }},
 		{name: "no API burst", change: func(o *Options) { o.KubeAPIBurst = 0 }, want: "--kube-api-burst (0) must be at least 1"},

@@ -85,13 +85,15 @@ func (r recordingSubmitter) Submit(subs []provisioning.Submission) int {
 	return len(subs)
 }
 
+func (recordingSubmitter) Pending() int { return 0 }
+
 func startSidecar(t *testing.T, socket string, tracker *nomination.Tracker, submitted chan provisioning.Submission) *sidecar {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &sidecar{tracker: tracker, submitted: submitted, stop: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
-		if err := handoff.Serve(ctx, socket, handoff.NewServer(recordingSubmitter{submitted}, tracker)); err != nil {
+		if err := handoff.Serve(ctx, socket, handoff.NewServer(recordingSubmitter{submitted}, tracker, handoff.Options{})); err != nil {
 			t.Errorf("serving: %v", err)
 		}
 	}()

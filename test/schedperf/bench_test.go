@@ -225,6 +225,8 @@ func (c countingSubmitter) Submit(subs []provisioning.Submission) int {
 	return len(subs)
 }
 
+func (countingSubmitter) Pending() int { return 0 }
+
 // serveProvisioner serves the provisioner's gRPC API on socket for the whole benchmark, with
 // no nomination, and returns the count of pods submitted. It returns once a client has read
 // the nomination snapshot: scheduler_perf checks that each run leaves no goroutine behind
@@ -235,7 +237,7 @@ func serveProvisioner(b *testing.B, socket string) *atomic.Int64 {
 	ctx, cancel := context.WithCancel(ctrllog.IntoContext(context.Background(), logr.Discard()))
 	done := make(chan error, 1)
 	go func() {
-		done <- handoff.Serve(ctx, socket, handoff.NewServer(countingSubmitter{submitted}, nomination.NewTracker()))
+		done <- handoff.Serve(ctx, socket, handoff.NewServer(countingSubmitter{submitted}, nomination.NewTracker(), handoff.Options{}))
 	}()
 	b.Cleanup(func() {
 		cancel()

@@ -2,6 +2,7 @@ package aws
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
@@ -13,6 +14,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/klog/v2"
 
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
@@ -50,6 +52,10 @@ func describeInstanceTypes(ctx context.Context, client *ec2.Client) (map[string]
 			return nil, fmt.Errorf("describing instance types: %w", err)
 		}
 		for _, info := range page.InstanceTypes {
+			if err := checkInstanceTypeInfo(info); err != nil {
+				klog.FromContext(ctx).Info("Leaving out an instance type EC2 describes incompletely", "instanceType", info.InstanceType, "reason", err.Error())
+				continue
+			}
 			out[string(info.InstanceType)] = &catalogEntry{info: info, zones: map[string]bool{}}
 		}
 	}
@@ -69,6 +75,28 @@ func describeInstanceTypes(ctx context.Context, client *ec2.Client) (map[string]
 		}
 	}
 	return out, nil
+}
+
+// maxMemoryMiB is the most memory an instance type may say it has: its bytes must fit an
+// int64 (the largest EC2 instances have about 32 TiB).
+const maxMemoryMiB = math.MaxInt64 >> 20
+
+// checkInstanceTypeInfo says which field an instance type the planner cannot use lacks:
+// a name, vCPUs, memory, network and processor information.
+func checkInstanceTypeInfo(info ec2types.InstanceTypeInfo) error {
+	switch {
+	case info.InstanceType == "":
+		return errors.New("InstanceType is empty")
+	case info.VCpuInfo == nil || aws.ToInt32(info.VCpuInfo.DefaultVCpus) <= 0:
+		return errors.New("VCpuInfo.DefaultVCpus is missing or not positive")
+	case info.MemoryInfo == nil || aws.ToInt64(info.MemoryInfo.SizeInMiB) <= 0 || aws.ToInt64(info.MemoryInfo.SizeInMiB) > maxMemoryMiB:
+		return errors.New("MemoryInfo.SizeInMiB is missing or out of range")
+	case info.NetworkInfo == nil:
+		return errors.New("NetworkInfo is missing")
+	case info.ProcessorInfo == nil:
+		return errors.New("ProcessorInfo is missing")
+	}
+	return nil
 }
 
 // overheadSettings are the cluster-wide settings that shape a node's allocatable resources.
@@ -239,8 +267,8 @@ func instanceTypeLabels(info ec2types.InstanceTypeInfo) map[string]string {
 			labels[corev1.LabelArchStable] = architectureARM64
 		}
 	}
-	if m := aws.ToString(info.ProcessorInfo.Manufacturer); m != "" {
-		labels[karpv1.InstanceCPUManufacturerLabelKey] = strings.ToLower(strings.Fields(m)[0])
+	if m := strings.Fields(aws.ToString(info.ProcessorInfo.Manufacturer)); len(m) > 0 {
+		labels[karpv1.InstanceCPUManufacturerLabelKey] = strings.ToLower(m[0])
 	}
 	var bandwidth float64
 	for _, card := range info.NetworkInfo.NetworkCards {

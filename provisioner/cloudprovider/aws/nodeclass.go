@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"unicode"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -312,7 +313,11 @@ func (p *Provider) aliasImageIDs(ctx context.Context, alias string) ([]string, e
 		if err != nil {
 			return nil, fmt.Errorf("reading SSM parameter %s: %w", name, err)
 		}
-		ids = append(ids, aws.ToString(out.Parameter.Value))
+		id, err := parameterValue(name, out)
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
 	}
 	if len(ids) == 0 {
 		family, version, _ := strings.Cut(alias, "@")
@@ -321,6 +326,19 @@ func (p *Provider) aliasImageIDs(ctx context.Context, alias string) ([]string, e
 	}
 	sort.Strings(ids)
 	return ids, nil
+}
+
+// parameterValue is the AMI id an SSM parameter holds: one token, as SSM's public AMI
+// parameters give it.
+func parameterValue(name string, out *ssm.GetParameterOutput) (string, error) {
+	if out == nil || out.Parameter == nil {
+		return "", fmt.Errorf("reading SSM parameter %s: the response has no Parameter", name)
+	}
+	value := strings.TrimSpace(aws.ToString(out.Parameter.Value))
+	if value == "" || strings.ContainsFunc(value, unicode.IsSpace) {
+		return "", fmt.Errorf("reading SSM parameter %s: Parameter.Value %q is not an AMI id", name, aws.ToString(out.Parameter.Value))
+	}
+	return value, nil
 }
 
 // resolveAMIs finds the newest AMI per architecture that the terms select.
@@ -339,7 +357,11 @@ func (p *Provider) resolveAMIs(ctx context.Context, terms []awsv1.AMISelectorTer
 			if err != nil {
 				return nil, fmt.Errorf("reading SSM parameter %s: %w", term.SSMParameter, err)
 			}
-			inputs = append(inputs, &ec2.DescribeImagesInput{ImageIds: []string{aws.ToString(out.Parameter.Value)}})
+			id, err := parameterValue(term.SSMParameter, out)
+			if err != nil {
+				return nil, err
+			}
+			inputs = append(inputs, &ec2.DescribeImagesInput{ImageIds: []string{id}})
 		case term.ID != "":
 			inputs = append(inputs, &ec2.DescribeImagesInput{ImageIds: []string{term.ID}})
 		default:

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -103,9 +102,9 @@ func parsePriceDocument(doc string) (string, float64, error) {
 			if !ok {
 				continue
 			}
-			price, err := strconv.ParseFloat(usd, 64)
+			price, err := nodecost.ParsePrice(usd)
 			if err != nil {
-				return "", 0, fmt.Errorf("parsing price %q of %s: %w", usd, d.Product.Attributes.InstanceType, err)
+				return "", 0, fmt.Errorf("parsing pricePerUnit.USD of %s: %w", d.Product.Attributes.InstanceType, err)
 			}
 			if price > 0 {
 				return d.Product.Attributes.InstanceType, price, nil
@@ -145,9 +144,9 @@ func addSpotPrice(out map[string]map[string]float64, latest map[string]time.Time
 	if ts := aws.ToTime(p.Timestamp); !latest[key].IsZero() && ts.Before(latest[key]) {
 		return nil
 	}
-	price, err := strconv.ParseFloat(aws.ToString(p.SpotPrice), 64)
+	price, err := nodecost.ParsePrice(aws.ToString(p.SpotPrice))
 	if err != nil {
-		return fmt.Errorf("parsing spot price %q of %s: %w", aws.ToString(p.SpotPrice), key, err)
+		return fmt.Errorf("parsing SpotPrice of %s: %w", key, err)
 	}
 	if out[it] == nil {
 		out[it] = map[string]float64{}

@@ -10,7 +10,9 @@ import (
 	"mime/multipart"
 	"net/mail"
 	"net/textproto"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -97,7 +99,24 @@ type nodeConfigKubelet struct {
 	Flags  []string       `json:"flags,omitempty"`
 }
 
+// mimeBoundary separates the parts of MIME user data, unless a part holds a line that
+// would read as it (see boundaryFor).
 const mimeBoundary = "//"
+
+// boundaryFor returns a MIME boundary that no line of any part reads as: cloud-init splits
+// the document at every line that is "--" and the boundary, whatever the part it is in, so
+// a script whose here-document holds "--//" would otherwise be cut in two.
+func boundaryFor(parts []mimePart) string {
+	for i := 0; ; i++ {
+		boundary := mimeBoundary
+		if i > 0 {
+			boundary += strconv.Itoa(i)
+		}
+		if !slices.ContainsFunc(parts, func(p mimePart) bool { return strings.Contains(p.body, "--"+boundary) }) {
+			return boundary
+		}
+	}
+}
 
 // al2023UserData renders a nodeadm MIME document: the node class's own user data first
 // (so it can prepare the machine), then the NodeConfig.
@@ -143,10 +162,11 @@ func mimeUserData(custom, customType string, parts ...mimePart) (string, error) 
 	} else {
 		all = parts
 	}
+	boundary := boundaryFor(all)
 	var buf bytes.Buffer
-	buf.WriteString("MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=\"" + mimeBoundary + "\"\r\n\r\n")
+	buf.WriteString("MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=\"" + boundary + "\"\r\n\r\n")
 	w := multipart.NewWriter(&buf)
-	if err := w.SetBoundary(mimeBoundary); err != nil {
+	if err := w.SetBoundary(boundary); err != nil {
 		return "", fmt.Errorf("writing user data: %w", err)
 	}
 	for _, p := range all {

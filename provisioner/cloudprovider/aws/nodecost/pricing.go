@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -133,6 +134,20 @@ type productDocument struct {
 	} `json:"terms"`
 }
 
+// ParsePrice reads a price list's or EC2's price in dollars: a finite number, not negative.
+// ParseFloat alone takes "NaN" and "Inf", which would compare false, or win, against every
+// other price.
+func ParsePrice(s string) (float64, error) {
+	price, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, fmt.Errorf("price %q is not a number", s)
+	}
+	if math.IsNaN(price) || math.IsInf(price, 0) || price < 0 {
+		return 0, fmt.Errorf("price %q is not a finite amount of dollars", s)
+	}
+	return price, nil
+}
+
 func parseProduct(doc string) (listedPrice, bool, error) {
 	var d productDocument
 	if err := json.Unmarshal([]byte(doc), &d); err != nil {
@@ -145,9 +160,9 @@ func parseProduct(doc string) (listedPrice, bool, error) {
 			if !ok || (dim.BeginRange != "" && dim.BeginRange != "0") {
 				continue
 			}
-			price, err := strconv.ParseFloat(usd, 64)
+			price, err := ParsePrice(usd)
 			if err != nil {
-				return listedPrice{}, false, fmt.Errorf("parsing price %q of %s: %w", usd, attrs.UsageType, err)
+				return listedPrice{}, false, fmt.Errorf("parsing pricePerUnit.USD of %s: %w", attrs.UsageType, err)
 			}
 			if price > 0 {
 				return listedPrice{usageType: attrs.UsageType, volumeType: attrs.VolumeAPIName, price: price}, true, nil

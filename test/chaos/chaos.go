@@ -50,6 +50,10 @@ var DefaultWindow = Window{Within: 20 * time.Second, MaxFaults: 4, MaxFor: 15 * 
 // after the stack's 30s registration timeout, and a launch may then take tens of seconds.
 const DefaultRecovery = 4 * time.Minute
 
+// MovedPodsHold is the chaos stack's --moved-pods-hold: how long the sidecar keeps
+// consolidation off the pods it moved, within which none may be evicted again.
+const MovedPodsHold = 30 * time.Second
+
 // StackOptions are the chaos stack's: two replicas, an interruption queue, and windows
 // shortened so that a trial comes to rest in a minute or two. The sidecar's flags:
 // --disruption-interval 2s (10s), --orphan-instance-grace 10s (30s),
@@ -69,7 +73,7 @@ func StackOptions(root, dir string) localstack.Options {
 		ProvisionerArgs: []string{
 			"--disruption-interval", "2s", "--orphan-instance-grace", "10s",
 			"--nodeclaim-registration-timeout", "30s", "--unavailable-offerings-ttl", "20s",
-			"--feature-gates", "SpotToSpotConsolidation=true", "--moved-pods-hold", "30s",
+			"--feature-gates", "SpotToSpotConsolidation=true", "--moved-pods-hold", MovedPodsHold.String(),
 			"--spot-to-spot-savings", "0.05",
 		},
 	}

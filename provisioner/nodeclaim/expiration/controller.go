@@ -8,7 +8,6 @@ package expiration
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -71,20 +70,8 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	nodePool := nc.Labels[karpv1.NodePoolLabelKey]
 	metrics.NodeClaimDisrupted(nc, metricReason, "")
-	c.recorder.Eventf(nc, corev1.EventTypeNormal, ReasonExpired, "expired after %s; replacing", short(*expireAfter))
+	c.recorder.Eventf(nc, corev1.EventTypeNormal, ReasonExpired, "expired after %s; replacing", karpv1.ShortDuration(*expireAfter))
 	log.FromContext(ctx).Info("deleted expired NodeClaim", "nodeClaim", nc.Name, "nodePool", nodePool,
-		"expireAfter", short(*expireAfter), "age", c.clock.Since(nc.CreationTimestamp.Time).Round(time.Second).String())
+		"expireAfter", karpv1.ShortDuration(*expireAfter), "age", c.clock.Since(nc.CreationTimestamp.Time).Round(time.Second).String())
 	return reconcile.Result{}, nil
-}
-
-// short writes a duration as users write expireAfter: 720h rather than 720h0m0s.
-func short(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }

@@ -98,19 +98,3 @@ func TestNodeClaimsAreDeletedOnceTheirExpireAfterHasPassed(t *testing.T) {
 		t.Errorf("tailor_nodeclaims_disrupted_total{nodepool=expiry,reason=expired} grew by %v, want 1", got)
 	}
 }
-
-func TestShort(t *testing.T) {
-	for _, tt := range []struct {
-		in   time.Duration
-		want string
-	}{
-		{720 * time.Hour, "720h"},
-		{90 * time.Minute, "1h30m"},
-		{45 * time.Second, "45s"},
-		{time.Hour + 5*time.Second, "1h0m5s"},
-	} {
-		if got := short(tt.in); got != tt.want {
-			t.Errorf("short(%v) = %q, want %q", tt.in, got, tt.want)
-		}
-	}
-}

@@ -103,7 +103,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if allowed := maxUnhealthy(total); unhealthy > allowed {
 		c.recorder.Eventf(node, corev1.EventTypeWarning, ReasonRepairBlocked,
 			"%s for %s, but %d of the %d nodes of NodePool %s are unhealthy, more than the %d repair may replace: not replacing it",
-			policy.condition(), short(c.clock.Since(since).Round(time.Second)), unhealthy, total, pool, allowed)
+			policy.condition(), karpv1.ShortDuration(c.clock.Since(since).Round(time.Second)), unhealthy, total, pool, allowed)
 		return reconcile.Result{RequeueAfter: blockedRecheck}, nil
 	}
 	return reconcile.Result{}, c.replace(ctx, node, nc, policy, since)
@@ -136,11 +136,11 @@ func (c *Controller) replace(ctx context.Context, node *corev1.Node, nc *karpv1.
 	if err := c.kube.Delete(ctx, nc, client.Preconditions{UID: &nc.UID}); err != nil {
 		return client.IgnoreNotFound(fmt.Errorf("deleting unhealthy NodeClaim %s: %w", nc.Name, err))
 	}
-	held := short(now.Sub(since).Round(time.Second))
+	held := karpv1.ShortDuration(now.Sub(since).Round(time.Second))
 	pool := node.Labels[karpv1.NodePoolLabelKey]
 	metrics.NodeClaimDisrupted(nc, metricReason, "")
 	metrics.NodeRepairs.WithLabelValues(pool, policy.condition()).Inc()
-	msg := fmt.Sprintf("%s for %s (tolerated for %s); replacing the node without waiting for PodDisruptionBudgets", policy.condition(), held, short(policy.Toleration))
+	msg := fmt.Sprintf("%s for %s (tolerated for %s); replacing the node without waiting for PodDisruptionBudgets", policy.condition(), held, karpv1.ShortDuration(policy.Toleration))
 	c.recorder.Event(nc, corev1.EventTypeWarning, ReasonUnhealthy, msg)
 	c.recorder.Event(node, corev1.EventTypeWarning, ReasonUnhealthy, msg)
 	log.FromContext(ctx).Info("replacing unhealthy node", "node", node.Name, "nodeClaim", nc.Name, "nodePool", pool,

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 )
 
 // Policy is a node condition that gets the node replaced once it has held for Toleration.
@@ -17,7 +19,7 @@ type Policy struct {
 
 // String writes the policy as the --node-repair-policies flag takes it: Ready=False:30m.
 func (p Policy) String() string {
-	return fmt.Sprintf("%s=%s:%s", p.Type, p.Status, short(p.Toleration))
+	return fmt.Sprintf("%s=%s:%s", p.Type, p.Status, karpv1.ShortDuration(p.Toleration))
 }
 
 // condition names the policy's condition as events and metrics do: Ready=False.
@@ -91,16 +93,4 @@ func parsePolicy(s string) (Policy, error) {
 		return Policy{}, fmt.Errorf("policy %q: toleration %q is not a positive duration such as 30m", s, tol)
 	}
 	return Policy{Type: corev1.NodeConditionType(strings.TrimSpace(typ)), Status: st, Toleration: d}, nil
-}
-
-// short writes a duration as users write one: 30m rather than 30m0s.
-func short(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }

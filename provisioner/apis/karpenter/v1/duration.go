@@ -3,6 +3,7 @@ package v1
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -58,4 +59,17 @@ func (d NillableDuration) String() string {
 		return Never
 	}
 	return d.Duration.String()
+}
+
+// ShortDuration writes a duration as users write one in a NodePool: 720h rather than
+// 720h0m0s, 30m rather than 30m0s.
+func ShortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }

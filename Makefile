@@ -74,7 +74,7 @@ generate: ## Regenerate CRDs, deepcopy, plugin-args code, gRPC code, the chart's
 	hack/update-proto.sh
 
 .PHONY: verify
-verify: ## Fail when generated code or manifests are stale, code is not gofmt'ed, go vet or helm lint complains, or promtool rejects the alerting rules.
+verify: ## Fail when generated code or manifests are stale, code is not gofmt'ed, go vet or helm lint complains, promtool rejects the alerting rules, or govulncheck finds a vulnerability our code reaches.
 	hack/verify-gofmt.sh
 	go vet ./...
 	hack/verify-crds.sh
@@ -82,6 +82,11 @@ verify: ## Fail when generated code or manifests are stale, code is not gofmt'ed
 	hack/verify-proto.sh
 	hack/verify-chart.sh
 	hack/verify-rules.sh
+	hack/verify-vulns.sh
+
+.PHONY: verify-deps
+verify-deps: ## Fail when a direct dependency (Kubernetes' own modules aside) has a newer patch release within its pinned minor; asks the module proxy.
+	hack/verify-deps.sh
 
 .PHONY: images
 images: ## Build the tailor-scheduler and tailor-provisioner images (images/*/Dockerfile) with docker; skipped without docker.

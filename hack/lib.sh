@@ -22,6 +22,11 @@ HELM_VERSION=v3.21.4
 # Prometheus and promtool check the chart's alerting rules and run them in test/alerts; built
 # from Prometheus' Go module (its v0.3xx module tags are the 3.x releases), never downloaded.
 PROMETHEUS_VERSION=v0.316.0
+# govulncheck and the Go vulnerability database it reads, both from their Go modules: the
+# database is built from golang.org/x/vulndb's OSV reports at a pinned commit, so make verify
+# needs no route to vuln.go.dev and gives the same answer until the pin moves.
+GOVULNCHECK_VERSION=v1.9.0
+VULNDB_VERSION=v0.0.0-20261105234957-e22db6528018
 
 log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -67,6 +72,25 @@ prometheus_tool() {
     GOBIN="$dir" GOFLAGS=-mod=mod go install \
       "github.com/prometheus/prometheus/cmd/prometheus@$PROMETHEUS_VERSION" \
       "github.com/prometheus/prometheus/cmd/promtool@$PROMETHEUS_VERSION" >&2
+  fi
+  printf '%s\n' "$dir"
+}
+
+# vulndb_dir builds the pinned Go vulnerability database once, in govulncheck's v1 layout
+# (index/db.json, index/modules.json, ID/<id>.json) from the OSV reports in
+# golang.org/x/vulndb's data/osv, with that module's own indexdb command, and prints its directory.
+vulndb_dir() {
+  local dir="$TAILOR_CACHE/vulndb/$VULNDB_VERSION"
+  if [[ ! -f "$dir/index/db.json" ]]; then
+    log "building the Go vulnerability database $VULNDB_VERSION (first time: about a minute)"
+    local indexdb src scratch
+    indexdb=$(go_tool indexdb golang.org/x/vulndb/cmd/indexdb "$VULNDB_VERSION")
+    src=$(GOFLAGS=-mod=mod go mod download -json "golang.org/x/vulndb@$VULNDB_VERSION" | awk -F'"' '$2 == "Dir" {print $4}')
+    mkdir -p "$TAILOR_CACHE/vulndb"
+    scratch=$(mktemp -d "$TAILOR_CACHE/vulndb/.build-XXXXXX")
+    "$indexdb" -vulns "$src/data/osv" -out "$scratch" >&2
+    rm -rf "$dir"
+    mv "$scratch" "$dir"
   fi
   printf '%s\n' "$dir"
 }

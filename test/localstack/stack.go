@@ -132,6 +132,8 @@ type Options struct {
 	// SpotReclaimDelay is how long after an injected spot interruption warning the local
 	// endpoint terminates the instance; zero keeps EC2's two minutes.
 	SpotReclaimDelay time.Duration
+	// Verbosity is the -v of tailor-provisioner and tailor-scheduler, 1 and 2 when zero.
+	Verbosity int
 	// Detach lets the processes outlive the caller (make up).
 	Detach bool
 	// Progress receives a line per step; nil discards.
@@ -618,10 +620,14 @@ func (s *Stack) spotReclaimDelay() time.Duration {
 	return 2 * time.Minute
 }
 
+// localSecretAccessKey is the stack's AWS secret access key: the local endpoint accepts any,
+// and this one appears nowhere else, so a test can tell it leaked into a log.
+const localSecretAccessKey = "tailor-local-secret-access-key"
+
 // AWSEnv is the environment that points AWS SDKs and CLIs at the local endpoint.
 func (s *Stack) AWSEnv() []string {
 	env := []string{
-		"AWS_REGION=" + region, "AWS_ACCESS_KEY_ID=tailor-local", "AWS_SECRET_ACCESS_KEY=tailor-local",
+		"AWS_REGION=" + region, "AWS_ACCESS_KEY_ID=tailor-local", "AWS_SECRET_ACCESS_KEY=" + localSecretAccessKey,
 		"AWS_EC2_METADATA_DISABLED=true", "AWS_ENDPOINT_URL=" + s.AWSEndpoint,
 	}
 	for _, svc := range []string{"EC2", "SSM", "PRICING", "IAM", "SQS", "EKS"} {
@@ -647,7 +653,7 @@ func (s *Stack) startProvisioner(ctx context.Context, replica string) error {
 		"--cluster-name", s.opts.ClusterName,
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", s.ports["provisioner-metrics-"+replica]),
 		"--health-probe-bind-address", health,
-		"-v", "1",
+		"-v", s.verbosity(1),
 	}
 	env := s.AWSEnv()
 	if s.ha() {
@@ -695,12 +701,20 @@ func (s *Stack) startScheduler(ctx context.Context, replica string) error {
 		// The local API server runs no front proxy, so there is no request-header CA to read.
 		"--authentication-skip-lookup",
 		"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port),
-		"-v", "2",
+		"-v", s.verbosity(2),
 	}, s.scaleArgs(Scheduler)...), env...)
 	if err != nil {
 		return err
 	}
 	return s.waitFor(ctx, name, 60*time.Second, httpOK(fmt.Sprintf("https://127.0.0.1:%d/healthz", port), insecureLoopback()))
+}
+
+// verbosity is the -v of Tailor's binaries: Options.Verbosity, or def when that is zero.
+func (s *Stack) verbosity(def int) string {
+	if s.opts.Verbosity > 0 {
+		return strconv.Itoa(s.opts.Verbosity)
+	}
+	return strconv.Itoa(def)
 }
 
 // insecureLoopback checks the health of servers on loopback that serve self-signed certificates.

@@ -10,10 +10,13 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
@@ -110,4 +113,59 @@ func WaitRunning(t *testing.T, ctx context.Context, cs kubernetes.Interface, nam
 		t.Fatalf("pod %s not Running (phase %s, node %q): %v", name, got.Status.Phase, got.Spec.NodeName, err)
 	}
 	return got
+}
+
+// SchedulingRound applies the example EC2NodeClass and NodePool (manifests/examples/general.yaml),
+// creates a Deployment of replicas small pods for tailor-scheduler, and waits up to timeout
+// for all of them to run on the nodes Tailor launches for them. It returns the running pods.
+func SchedulingRound(t *testing.T, ctx context.Context, stack *localstack.Stack, cs kubernetes.Interface, name string, replicas int32, timeout time.Duration) []corev1.Pod {
+	t.Helper()
+	applier, err := localstack.NewApplier(stack.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := applier.ApplyFiles(ctx, filepath.Join(testenv.Root(), "manifests", "examples", "general.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{"app": name}
+	deployment := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceDefault},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					SchedulerName: "tailor-scheduler",
+					Containers: []corev1.Container{{
+						Name: "app", Image: "registry.k8s.io/pause:3.10",
+						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+							corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("512Mi"),
+						}},
+					}},
+				},
+			},
+		},
+	}
+	if _, err := cs.AppsV1().Deployments(metav1.NamespaceDefault).Create(ctx, deployment, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating Deployment %s: %v", name, err)
+	}
+	var running []corev1.Pod
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		pods, err := cs.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+		if err != nil {
+			return false, err
+		}
+		running = running[:0]
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning && p.Spec.NodeName != "" {
+				running = append(running, p)
+			}
+		}
+		return len(running) == int(replicas), nil
+	})
+	if err != nil {
+		t.Fatalf("%d of the %d pods of Deployment %s running: %v", len(running), replicas, name, err)
+	}
+	return running
 }

@@ -44,17 +44,11 @@ var notExercised = map[string]string{
 	"get nodepools.karpenter.sh":                         "reads are served by the informer cache (list, watch); get is the uncached read",
 	"get nodeclaims.karpenter.sh":                        "reads are served by the informer cache (list, watch); get is the uncached read",
 	"get ec2nodeclasses.karpenter.k8s.aws":               "reads are served by the informer cache (list, watch); get is the uncached read",
-	"update nodepools/status.karpenter.sh":               "the provisioner writes status with patch; update is not made in this round",
-	"update nodeclaims/status.karpenter.sh":              "the provisioner writes status with patch; update is not made in this round",
-	"update ec2nodeclasses/status.karpenter.k8s.aws":     "the provisioner writes status with patch; update is not made in this round",
-	"update nodeclaims.karpenter.sh":                     "finalizers and labels are written with patch; update is not made in this round",
-	"update ec2nodeclasses.karpenter.k8s.aws":            "the termination finalizer is written with patch; update is not made in this round",
-	"update nodes":                            "nodes are written with patch; update is not made in this round",
-	"delete nodeclaims.karpenter.sh":          "disruption, expiration, interruption and re-planning delete NodeClaims; a deleted NodePool's go by garbage collection",
-	"get podgroups.scheduling.x-k8s.io":       "gangs only: pods that name a Coscheduling PodGroup",
-	"list elasticquotas.scheduling.x-k8s.io":  "quotas only: --elastic-quotas and CapacityScheduling in the profile",
-	"get elasticquotas.scheduling.x-k8s.io":   "quotas only: CapacityScheduling in the profile",
-	"watch elasticquotas.scheduling.x-k8s.io": "quotas only: CapacityScheduling in the profile",
+	"delete nodeclaims.karpenter.sh":                     "disruption, expiration, interruption and re-planning delete NodeClaims; a deleted NodePool's go by garbage collection",
+	"get podgroups.scheduling.x-k8s.io":                  "gangs only: pods that name a Coscheduling PodGroup",
+	"list elasticquotas.scheduling.x-k8s.io":             "quotas only: --elastic-quotas and CapacityScheduling in the profile",
+	"get elasticquotas.scheduling.x-k8s.io":              "quotas only: CapacityScheduling in the profile",
+	"watch elasticquotas.scheduling.x-k8s.io":            "quotas only: CapacityScheduling in the profile",
 }
 
 // TestRBACGrantsWhatTheComponentsUse runs a scheduling round on the local stack with the API

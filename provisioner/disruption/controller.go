@@ -141,6 +141,10 @@ type Controller struct {
 	// replacements are the NodeClaims disruption launched, and when: they hold moved
 	// pods (or were launched for them) and stay put for MovedPodsHold too.
 	replacements map[string]time.Time
+	// leadingSince is when this controller began to lead (Start). moved and replacements
+	// are in memory: a leader does not know what its predecessor moved, so it holds every
+	// pod created before it led as if it had moved it, until the pod is MovedPodsHold old.
+	leadingSince time.Time
 	// deleting are the NodeClaims disruption deleted: until they are gone and their pods
 	// have landed again, the cluster is in motion and no new decision is made.
 	deleting map[string]bool
@@ -171,6 +175,9 @@ func (c *Controller) NeedLeaderElection() bool { return true }
 // Start runs passes until ctx ends.
 func (c *Controller) Start(ctx context.Context) error {
 	logger := log.FromContext(ctx).WithName("disruption")
+	c.mu.Lock()
+	c.leadingSince = c.clock.Now()
+	c.mu.Unlock()
 	for {
 		select {
 		case <-ctx.Done():
@@ -486,8 +493,20 @@ func (c *Controller) wasMoved(p *corev1.Pod) bool {
 	if !ok {
 		return false
 	}
+	if c.inherited(p) {
+		return true
+	}
 	m, ok := c.moved[owner]
 	return ok && !p.CreationTimestamp.Time.Before(m.first.Truncate(time.Second))
+}
+
+// inherited reports whether a pod was created before this controller led and is younger
+// than MovedPodsHold: a predecessor may have moved it (found by the randomized fault
+// trials: a sidecar killed just after a consolidation left its successor free to move the
+// same pods again).
+func (c *Controller) inherited(p *corev1.Pod) bool {
+	created := p.CreationTimestamp.Time
+	return !c.leadingSince.IsZero() && created.Before(c.leadingSince) && c.clock.Since(created) < c.opts.MovedPodsHold
 }
 
 // movable reports whether a pod must find another node when its node goes: not a DaemonSet

@@ -474,6 +474,39 @@ func TestPrelaunchLaunchesRoomForTheInterruptedNodesPods(t *testing.T) {
 	}
 }
 
+// TestALeaderHoldsThePodsItsPredecessorMayHaveMoved: a sidecar that takes over does not
+// know what the one before it moved, so pods created before it led stay put until they are
+// MovedPodsHold old; pods created since are judged on what it moved itself.
+func TestALeaderHoldsThePodsItsPredecessorMayHaveMoved(t *testing.T) {
+	f := newFixture(t, "takeover")
+	f.ctrl.opts.MovedPodsHold = time.Minute
+	f.ctrl.leadingSince = f.clock.Now()
+	pod := func(name string, age time.Duration) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, OwnerReferences: []metav1.OwnerReference{webReplicaSet},
+			CreationTimestamp: metav1.NewTime(f.clock.Now().Add(-age))}}
+	}
+	tests := []struct {
+		name string
+		pod  *corev1.Pod
+		at   time.Duration
+		want bool
+	}{
+		{name: "created 10s before the takeover", pod: pod("young", 10*time.Second), want: true},
+		{name: "the same pod once a minute old", pod: pod("young", 10*time.Second), at: 50 * time.Second, want: false},
+		{name: "created 2m before the takeover", pod: pod("old", 2*time.Minute), want: false},
+		{name: "created after the takeover", pod: pod("new", -5*time.Second), at: 10 * time.Second, want: false},
+	}
+	start := f.clock.Now()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f.clock.SetTime(start.Add(tt.at))
+			if got := f.ctrl.wasMoved(tt.pod); got != tt.want {
+				t.Errorf("wasMoved() = %t, want %t", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestPodsMovedByConsolidationAreNotMovedAgainWithinTheHold(t *testing.T) {
 	f := newFixture(t, "hold")
 	f.ctrl.opts.MovedPodsHold = time.Hour

@@ -24,6 +24,7 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/gang"
 	"github.com/tailor-autoscaler/tailor/provisioner/metrics"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
+	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/termination"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 	"github.com/tailor-autoscaler/tailor/provisioner/reservation"
@@ -177,7 +178,11 @@ func (c *Controller) Start(ctx context.Context) error {
 	logger := log.FromContext(ctx).WithName("disruption")
 	c.mu.Lock()
 	c.leadingSince = c.clock.Now()
+	err := c.releaseAbandoned(ctx)
 	c.mu.Unlock()
+	if err != nil {
+		logger.Error(err, "releasing nodes a predecessor cordoned for a disruption it did not finish")
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -793,6 +798,40 @@ func (c *Controller) withNode(ctx context.Context, name string, f func(context.C
 		return client.IgnoreNotFound(err)
 	}
 	return f(ctx, c.kube, node)
+}
+
+// releaseAbandoned uncordons the nodes a predecessor cordoned for a disruption it did not
+// finish (the decision under way is in the leader's memory): their NodeClaims are not being
+// deleted and no interruption is announced for them. Cordoned, they would take no pods and,
+// no longer schedulable, never be disrupted again (found by the randomized fault trials: a
+// provisioner killed just after it cordoned a drifted node left that node drifted for good).
+func (c *Controller) releaseAbandoned(ctx context.Context) error {
+	claims := &karpv1.NodeClaimList{}
+	if err := c.kube.List(ctx, claims); err != nil {
+		return fmt.Errorf("listing NodeClaims: %w", err)
+	}
+	for i := range claims.Items {
+		nc := &claims.Items[i]
+		if nc.DeletionTimestamp != nil || nc.Status.NodeName == "" || nc.Annotations[termination.InterruptionDeadlineAnnotationKey] != "" {
+			continue
+		}
+		node := &corev1.Node{}
+		if err := c.kube.Get(ctx, client.ObjectKey{Name: nc.Status.NodeName}, node); err != nil {
+			if client.IgnoreNotFound(err) == nil {
+				continue
+			}
+			return err
+		}
+		if !slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&karpv1.DisruptedNoScheduleTaint) }) {
+			continue
+		}
+		if err := nodeclaim.Uncordon(ctx, c.kube, node); err != nil {
+			return fmt.Errorf("uncordoning node %s: %w", node.Name, err)
+		}
+		c.recorder.Event(nc, corev1.EventTypeWarning, ReasonDisruptionAborted, "the disruption under way when the previous leader stopped was not finished: the node takes pods again")
+		log.FromContext(ctx).Info("released a node cordoned by an unfinished disruption", "node", node.Name, "nodeClaim", nc.Name)
+	}
+	return nil
 }
 
 // clusterOf is the cluster of a planner's input, without candidates.

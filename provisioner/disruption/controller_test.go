@@ -21,6 +21,7 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/provisioner/gang"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
+	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/termination"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 	"github.com/tailor-autoscaler/tailor/provisioner/reservation"
@@ -504,6 +505,36 @@ func TestALeaderHoldsThePodsItsPredecessorMayHaveMoved(t *testing.T) {
 				t.Errorf("wasMoved() = %t, want %t", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestALeaderReleasesNodesItsPredecessorCordonedAndLeft: a node cordoned for a disruption
+// the previous leader did not finish takes pods again, and can be disrupted again; a node
+// whose interruption is announced stays cordoned.
+func TestALeaderReleasesNodesItsPredecessorCordonedAndLeft(t *testing.T) {
+	f := newFixture(t, "abandoned")
+	f.node("left", "small.xlarge", "1")
+	f.node("interrupted", "small.xlarge", "1")
+	f.node("kept", "small.xlarge", "1")
+	for _, name := range []string{"left", "interrupted"} {
+		if err := f.ctrl.cordon(f.ctx, f.prefix+"-"+name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nc := &karpv1.NodeClaim{}
+	if err := kube.Get(f.ctx, client.ObjectKey{Name: f.prefix + "-interrupted"}, nc); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(nc.DeepCopy())
+	nc.Annotations = map[string]string{termination.InterruptionDeadlineAnnotationKey: "2026-11-27T12:00:00Z"}
+	if err := kube.Patch(f.ctx, nc, patch); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.ctrl.releaseAbandoned(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]string{"left": "kept", "interrupted": "cordoned", "kept": "kept"}, f.state("left", "interrupted", "kept")); diff != "" {
+		t.Errorf("after taking over (-want +got):\n%s", diff)
 	}
 }
 

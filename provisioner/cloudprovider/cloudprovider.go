@@ -57,6 +57,9 @@ type InstanceType struct {
 type Offering struct {
 	// Zone is the availability zone, for example us-east-1a.
 	Zone string
+	// ZoneID is the zone's ID, for example use1-az1: the same physical zone in every
+	// account, where names map to zones differently per account. Empty when unknown.
+	ZoneID string
 	// CapacityType is karpv1.CapacityTypeSpot or karpv1.CapacityTypeOnDemand.
 	CapacityType string
 	// Price is the instance's hourly price in USD.
@@ -114,6 +117,23 @@ const PlannedPriceAnnotationKey = "tailor.sh/planned-price"
 func NewPriceParts(instance float64, costs NodeCosts, daemonSetShare float64) PriceParts {
 	ds := instance * min(max(daemonSetShare, 0), 1)
 	return PriceParts{Instance: instance - ds, Volumes: costs.Volumes, PublicIPv4: costs.PublicIPv4, Monitoring: costs.Monitoring, DaemonSets: ds}
+}
+
+// Label is the value of a label that a node of this type launched from the offering has:
+// the offering's zone, zone ID and capacity type, or the type's own labels.
+func (t *InstanceType) Label(o Offering, key string) (string, bool) {
+	switch key {
+	case corev1.LabelInstanceTypeStable:
+		return t.Name, true
+	case corev1.LabelTopologyZone:
+		return o.Zone, true
+	case karpv1.ZoneIDLabelKey:
+		return o.ZoneID, o.ZoneID != ""
+	case karpv1.CapacityTypeLabelKey:
+		return o.CapacityType, true
+	}
+	v, ok := t.Labels[key]
+	return v, ok
 }
 
 // Allocatable is what pods may request on a node of this type.

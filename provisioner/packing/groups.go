@@ -221,7 +221,9 @@ func requiredTerms(pod *corev1.Pod) []corev1.NodeSelectorTerm {
 // referencesOfferKeys reports whether a node selector or node selector terms look at the
 // labels that vary between offerings of one instance type.
 func referencesOfferKeys(selector map[string]string, terms []corev1.NodeSelectorTerm) bool {
-	offerKey := func(k string) bool { return k == corev1.LabelTopologyZone || k == karpv1.CapacityTypeLabelKey }
+	offerKey := func(k string) bool {
+		return k == corev1.LabelTopologyZone || k == karpv1.ZoneIDLabelKey || k == karpv1.CapacityTypeLabelKey
+	}
 	for k := range selector {
 		if offerKey(k) {
 			return true

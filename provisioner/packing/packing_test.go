@@ -42,8 +42,8 @@ func instanceType(name, arch string, cpu, memGi, pods int64, price float64, zone
 	}
 	for _, z := range zones {
 		it.Offerings = append(it.Offerings,
-			cloudprovider.Offering{Zone: z, CapacityType: karpv1.CapacityTypeOnDemand, Price: price, Available: true},
-			cloudprovider.Offering{Zone: z, CapacityType: karpv1.CapacityTypeSpot, Price: price / 2, Available: true},
+			cloudprovider.Offering{Zone: z, ZoneID: z + "-id", CapacityType: karpv1.CapacityTypeOnDemand, Price: price, Available: true},
+			cloudprovider.Offering{Zone: z, ZoneID: z + "-id", CapacityType: karpv1.CapacityTypeSpot, Price: price / 2, Available: true},
 		)
 	}
 	return it
@@ -202,6 +202,18 @@ func TestSolve(t *testing.T) {
 							MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{"zone-b"}}},
 						}}},
 					}}
+				}),
+				NodePools: []NodePool{{NodePool: nodePool("general"), InstanceTypes: catalog()}},
+			},
+			want: summary{NodeClaims: []claimSummary{
+				{NodePool: "general", Cheapest: Choice{InstanceType: "small", Zone: "zone-b", CapacityType: "on-demand", Price: 0.10}, Pods: 1},
+			}},
+		},
+		{
+			name: "a node selector on the zone ID picks its zone",
+			input: Input{
+				Pods: pods("zonal", 1, "1", "1Gi", func(p *corev1.Pod) {
+					p.Spec.NodeSelector = map[string]string{karpv1.ZoneIDLabelKey: "zone-b-id"}
 				}),
 				NodePools: []NodePool{{NodePool: nodePool("general"), InstanceTypes: catalog()}},
 			},

@@ -88,6 +88,7 @@ type offer struct {
 	index        int
 	typ          *typeInfo
 	zone         string
+	zoneID       string
 	capacityType string
 	// price is what a node of the offering costs: its instance and its node costs.
 	price float64
@@ -105,6 +106,8 @@ func (o *offer) label(key string) (string, bool) {
 	switch key {
 	case corev1.LabelTopologyZone:
 		return o.zone, true
+	case karpv1.ZoneIDLabelKey:
+		return o.zoneID, o.zoneID != ""
 	case karpv1.CapacityTypeLabelKey:
 		return o.capacityType, true
 	}
@@ -136,11 +139,14 @@ func (o *offer) daemonSetShare() float64 {
 // need zone or capacity type.
 func (o *offer) nodeObject() *corev1.Node {
 	if o.node == nil {
-		labels := make(map[string]string, len(o.typ.labels)+2)
+		labels := make(map[string]string, len(o.typ.labels)+3)
 		for k, v := range o.typ.labels {
 			labels[k] = v
 		}
 		labels[corev1.LabelTopologyZone] = o.zone
+		if o.zoneID != "" {
+			labels[karpv1.ZoneIDLabelKey] = o.zoneID
+		}
 		labels[karpv1.CapacityTypeLabelKey] = o.capacityType
 		o.node = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: labels}}
 	}
@@ -198,7 +204,7 @@ func newPool(np NodePool, d *dims, daemons []*daemon) *pool {
 			if !o.Available {
 				continue
 			}
-			of := &offer{typ: t, zone: o.Zone, capacityType: o.CapacityType, price: o.NodePrice(), instance: o.Price, costs: o.NodeCosts}
+			of := &offer{typ: t, zone: o.Zone, zoneID: o.ZoneID, capacityType: o.CapacityType, price: o.NodePrice(), instance: o.Price, costs: o.NodeCosts}
 			if !requirements.MatchesFunc(reqs, of.label) {
 				continue
 			}

@@ -134,18 +134,7 @@ func claimPrice(in packing.Input, nc *karpv1.NodeClaim) (float64, bool) {
 		}
 		for _, it := range np.InstanceTypes {
 			for _, o := range it.Offerings {
-				label := func(key string) (string, bool) {
-					switch key {
-					case corev1.LabelInstanceTypeStable:
-						return it.Name, true
-					case corev1.LabelTopologyZone:
-						return o.Zone, true
-					case karpv1.CapacityTypeLabelKey:
-						return o.CapacityType, true
-					}
-					v, ok := it.Labels[key]
-					return v, ok
-				}
+				label := func(key string) (string, bool) { return it.Label(o, key) }
 				launched := func(key string) bool {
 					v, ok := nc.Labels[key]
 					got, _ := label(key)

@@ -155,6 +155,9 @@ func (p *Provider) toNodeClaim(inst *ec2types.Instance, entries map[string]*cata
 	if np := tags[tagNodePool]; np != "" {
 		nc.Labels[karpv1.NodePoolLabelKey] = np
 	}
+	if id := zoneID(inst, class); id != "" {
+		nc.Labels[karpv1.ZoneIDLabelKey] = id
+	}
 	var groups []string
 	for _, g := range inst.SecurityGroups {
 		groups = append(groups, aws.ToString(g.GroupId))
@@ -184,4 +187,19 @@ func (p *Provider) toNodeClaim(inst *ec2types.Instance, entries map[string]*cata
 		nc.Status.Allocatable = it.Allocatable()
 	}
 	return nc
+}
+
+// zoneID is the ID of the instance's zone: its placement's, or, where EC2 did not give it,
+// that of the zone's subnets in the node class's status.
+func zoneID(inst *ec2types.Instance, class *awsv1.EC2NodeClass) string {
+	if id := aws.ToString(inst.Placement.AvailabilityZoneId); id != "" || class == nil {
+		return id
+	}
+	zone := aws.ToString(inst.Placement.AvailabilityZone)
+	for _, s := range class.Status.Subnets {
+		if s.Zone == zone && s.ZoneID != "" {
+			return s.ZoneID
+		}
+	}
+	return ""
 }

@@ -106,8 +106,9 @@ type overheadSettings struct {
 }
 
 // newInstanceType builds the planner's view of an instance type for one node class: its
-// labels, capacity and kubelet overhead, and offerings in the class's zones.
-func newInstanceType(e *catalogEntry, class *awsv1.EC2NodeClass, zones map[string]bool, prices *priceBook, settings overheadSettings) *cloudprovider.InstanceType {
+// labels, capacity and kubelet overhead, and offerings in the class's zones (zone name to
+// zone ID, the ID empty where unknown).
+func newInstanceType(e *catalogEntry, class *awsv1.EC2NodeClass, zones map[string]string, prices *priceBook, settings overheadSettings) *cloudprovider.InstanceType {
 	info := e.info
 	name := string(info.InstanceType)
 	vcpus := int64(aws.ToInt32(info.VCpuInfo.DefaultVCpus))
@@ -147,14 +148,15 @@ func newInstanceType(e *catalogEntry, class *awsv1.EC2NodeClass, zones map[strin
 			continue
 		}
 		for zone := range e.zones {
-			if !zones[zone] {
+			zoneID, ok := zones[zone]
+			if !ok {
 				continue
 			}
 			price, ok := prices.price(name, zone, capacityType)
 			if !ok {
 				continue
 			}
-			it.Offerings = append(it.Offerings, cloudprovider.Offering{Zone: zone, CapacityType: capacityType, Price: price, Available: true})
+			it.Offerings = append(it.Offerings, cloudprovider.Offering{Zone: zone, ZoneID: zoneID, CapacityType: capacityType, Price: price, Available: true})
 		}
 	}
 	return it

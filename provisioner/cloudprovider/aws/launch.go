@@ -215,17 +215,14 @@ func allowedOfferings(nodeClaim *karpv1.NodeClaim, types []*cloudprovider.Instan
 			if !o.Available {
 				continue
 			}
-			labels := make(map[string]string, len(nodeClaim.Labels)+len(it.Labels)+2)
-			for k, v := range nodeClaim.Labels {
-				labels[k] = v
-			}
-			for k, v := range it.Labels {
-				labels[k] = v
-			}
-			labels[corev1.LabelTopologyZone] = o.Zone
-			labels[karpv1.CapacityTypeLabelKey] = o.CapacityType
-			if requirements.Matches(nodeClaim.Spec.Requirements, labels) {
-				out = append(out, candidate{it: it, offering: o})
+			if c := (candidate{it: it, offering: o}); requirements.MatchesFunc(nodeClaim.Spec.Requirements, func(key string) (string, bool) {
+				if v, ok := c.label(key); ok {
+					return v, true
+				}
+				v, ok := nodeClaim.Labels[key]
+				return v, ok
+			}) {
+				out = append(out, c)
 			}
 		}
 	}
@@ -249,18 +246,7 @@ type override struct {
 }
 
 // label is the value of a label a node launched from the candidate has.
-func (c candidate) label(key string) (string, bool) {
-	switch key {
-	case corev1.LabelInstanceTypeStable:
-		return c.it.Name, true
-	case corev1.LabelTopologyZone:
-		return c.offering.Zone, true
-	case karpv1.CapacityTypeLabelKey:
-		return c.offering.CapacityType, true
-	}
-	v, ok := c.it.Labels[key]
-	return v, ok
-}
+func (c candidate) label(key string) (string, bool) { return c.it.Label(c.offering, key) }
 
 // chooseOverrides picks at most limit overrides, in their order (cheapest first), so that
 // the request keeps minValues distinct values of each key where the overrides have them:
@@ -499,7 +485,7 @@ type launchTemplateSpec struct {
 func (p *Provider) launchTemplate(nodeClaim *karpv1.NodeClaim, class *awsv1.EC2NodeClass, resolved *resolvedClass, arch, capacityType string) (string, launchTemplateSpec, error) {
 	labels := map[string]string{karpv1.CapacityTypeLabelKey: capacityType}
 	for k, v := range nodeClaim.Labels {
-		if k != corev1.LabelInstanceTypeStable && k != corev1.LabelTopologyZone && k != karpv1.CapacityTypeLabelKey {
+		if k != corev1.LabelInstanceTypeStable && k != corev1.LabelTopologyZone && k != karpv1.ZoneIDLabelKey && k != karpv1.CapacityTypeLabelKey {
 			labels[k] = v
 		}
 	}

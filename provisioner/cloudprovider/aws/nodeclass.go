@@ -96,10 +96,11 @@ func (r *resolvedClass) fullSubnets(zones map[string]bool) []string {
 	return out
 }
 
-func (r *resolvedClass) zones() map[string]bool {
-	out := map[string]bool{}
+// zones are the zones of the class's subnets, by name, with their IDs.
+func (r *resolvedClass) zones() map[string]string {
+	out := map[string]string{}
 	for _, s := range r.subnets {
-		out[s.Zone] = true
+		out[s.Zone] = s.ZoneID
 	}
 	return out
 }

@@ -38,8 +38,11 @@ type OfflineOptions struct {
 // launch according to a catalog: the labels, capacity, kubelet overhead and priced offerings
 // (node costs included)
 // that Provider.InstanceTypes computes from EC2 for the same instance types. There are no
-// subnets offline, so every zone of the catalog counts, and no AMIs are resolved, so both
-// architectures count. Spot prices are the catalog's spot offerings; the on-demand price is
+// subnets offline, so every zone of the catalog counts, unless the class's status lists its
+// subnets (a class exported from a cluster): then their zones, with their zone IDs; without
+// them zone IDs, an account's own mapping, are unknown and a requirement on
+// topology.k8s.aws/zone-id matches no offering. No AMIs are resolved, so both architectures
+// count. Spot prices are the catalog's spot offerings; the on-demand price is
 // the type's onDemandPricePerHour (or its on-demand offering price when that is unset) in
 // every zone where the type has any offering, as with EC2's regional on-demand prices. The
 // result is sorted by name, offerings by zone and capacity type.
@@ -53,9 +56,15 @@ func CatalogInstanceTypes(cat *catalog.Catalog, class *awsv1.EC2NodeClass, opts 
 	if _, err := amiFamily(class); err != nil {
 		return nil, fmt.Errorf("EC2NodeClass %q: %w", class.Name, err)
 	}
-	zones := make(map[string]bool, len(cat.Zones))
+	zones := make(map[string]string, len(cat.Zones))
 	for _, z := range cat.Zones {
-		zones[z] = true
+		zones[z] = ""
+	}
+	if len(class.Status.Subnets) > 0 {
+		clear(zones)
+		for _, sn := range class.Status.Subnets {
+			zones[sn.Zone] = sn.ZoneID
+		}
 	}
 	prices := &priceBook{onDemand: map[string]float64{}, spot: map[string]map[string]float64{}}
 	entries := make([]*catalogEntry, 0, len(cat.InstanceTypes))

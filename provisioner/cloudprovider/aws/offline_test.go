@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
@@ -45,7 +46,19 @@ func TestCatalogInstanceTypesAgreeWithTheProviderThroughTheSDK(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	offline, err := CatalogInstanceTypes(cat, defaultClass(), OfflineOptions{})
+	// The class as a cluster exports it: its status lists the subnets the provider resolved,
+	// so the offline offerings have the same zones and zone IDs.
+	live := &awsv1.EC2NodeClass{}
+	if err := h.provider.kube.Get(context.Background(), client.ObjectKey{Name: "default"}, live); err != nil {
+		t.Fatal(err)
+	}
+	status, err := h.provider.ResolveNodeClass(context.Background(), live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported := defaultClass()
+	exported.Status.Subnets = status.Subnets
+	offline, err := CatalogInstanceTypes(cat, exported, OfflineOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,6 +100,8 @@ func TestCatalogInstanceTypesApplyOptionsAndTheNodeClass(t *testing.T) {
 	withKubelet.Spec.Kubelet = &awsv1.KubeletConfiguration{MaxPods: ptr.To[int32](110)}
 	contradicting := defaultClass()
 	contradicting.Spec.AMIFamily = ptr.To("AL2")
+	exported := defaultClass()
+	exported.Status.Subnets = []awsv1.Subnet{{ID: "subnet-1", Zone: "zone-b", ZoneID: "zb-az2"}}
 
 	// On-demand in every zone with an offering, spot where the catalog sells it; each node
 	// pays for AL2023's 20Gi gp3 root volume.
@@ -167,6 +182,18 @@ func TestCatalogInstanceTypesApplyOptionsAndTheNodeClass(t *testing.T) {
 			name:    "memory overhead out of range",
 			catalog: cat(m5), class: defaultClass(), opts: OfflineOptions{VMMemoryOverheadPercent: 1.5},
 			wantErr: "configuring offline instance types: vm memory overhead percent 1.5 must be in [0, 1)",
+		},
+		{
+			name:    "a class exported with its status: the zones of its subnets, with their IDs",
+			catalog: cat(m5), class: exported,
+			want: []summary{{
+				Name:     "m5.large",
+				Capacity: map[string]string{"cpu": "2", "memory": "7577Mi", "pods": "29", "ephemeral-storage": "20Gi"},
+				Offerings: []cloudprovider.Offering{
+					{Zone: "zone-b", ZoneID: "zb-az2", CapacityType: karpv1.CapacityTypeOnDemand, Price: 0.096, NodeCosts: rootVolume, Available: true},
+					{Zone: "zone-b", ZoneID: "zb-az2", CapacityType: karpv1.CapacityTypeSpot, Price: 0.04, NodeCosts: rootVolume, Available: true},
+				},
+			}},
 		},
 		{
 			name:    "negative reserved ENIs",

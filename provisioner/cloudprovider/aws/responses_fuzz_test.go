@@ -158,7 +158,7 @@ func FuzzInstanceType(f *testing.F) {
 			class.Spec.Kubelet = &awsv1.KubeletConfiguration{MaxPods: ptr.To(maxPods), PodsPerCore: ptr.To(maxPods / 2)}
 		}
 		prices := &priceBook{onDemand: map[string]float64{name: 0.1}, spot: map[string]map[string]float64{name: {"zone-a": 0.03}}}
-		it := newInstanceType(&catalogEntry{info: info, zones: map[string]bool{"zone-a": true, "zone-b": true}}, class, map[string]bool{"zone-a": true}, prices, overheadSettings{vmMemoryOverheadPercent: 0.075})
+		it := newInstanceType(&catalogEntry{info: info, zones: map[string]bool{"zone-a": true, "zone-b": true}}, class, map[string]string{"zone-a": "za-az1"}, prices, overheadSettings{vmMemoryOverheadPercent: 0.075})
 		require.Equal(t, int64(vcpus), it.Capacity.Cpu().Value())
 		require.Equal(t, name, it.Labels[corev1.LabelInstanceTypeStable])
 		for r, q := range it.Capacity {

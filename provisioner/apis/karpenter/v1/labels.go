@@ -87,6 +87,9 @@ const (
 	InstanceAcceleratorMfrLabelKey      = awsGroup + "/instance-accelerator-manufacturer"
 	InstanceCapabilityFlexLabelKey      = awsGroup + "/instance-capability-flex"
 	EC2NodeClassLabelKey                = awsGroup + "/ec2nodeclass"
+	// ZoneIDLabelKey is the ID of the node's availability zone (use1-az1), the same physical
+	// zone in every account, where zone names are shuffled per account.
+	ZoneIDLabelKey = "topology.k8s.aws/zone-id"
 )
 
 // WellKnownLabels are the label keys whose values Tailor knows for every offering before a
@@ -96,6 +99,7 @@ var WellKnownLabels = map[string]bool{
 	CapacityTypeLabelKey:                true,
 	corev1.LabelInstanceTypeStable:      true,
 	corev1.LabelTopologyZone:            true,
+	ZoneIDLabelKey:                      true,
 	corev1.LabelTopologyRegion:          true,
 	corev1.LabelArchStable:              true,
 	corev1.LabelOSStable:                true,

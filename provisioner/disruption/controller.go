@@ -523,12 +523,7 @@ func movable(p *corev1.Pod) bool {
 	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
 		return false
 	}
-	for _, o := range p.OwnerReferences {
-		if o.Controller != nil && *o.Controller && o.Kind == "DaemonSet" {
-			return false
-		}
-	}
-	return true
+	return !nodeclaim.OwnedByDaemonSet(p)
 }
 
 // offeringPrice is the hourly price of a node of the offering a node runs on (its instance
@@ -822,7 +817,7 @@ func (c *Controller) releaseAbandoned(ctx context.Context) error {
 			}
 			return err
 		}
-		if !slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&karpv1.DisruptedNoScheduleTaint) }) {
+		if !nodeclaim.Cordoned(node) {
 			continue
 		}
 		if err := nodeclaim.Uncordon(ctx, c.kube, node); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
@@ -24,6 +25,23 @@ func NodeOf(ctx context.Context, kube client.Reader, nc *karpv1.NodeClaim) (*cor
 		return nil, nil
 	}
 	return node, nil
+}
+
+// Cordoned reports whether Cordon marked the node: it is being disrupted or terminated.
+func Cordoned(node *corev1.Node) bool {
+	for _, t := range node.Spec.Taints {
+		if t.MatchTaint(&karpv1.DisruptedNoScheduleTaint) {
+			return true
+		}
+	}
+	return false
+}
+
+// OwnedByDaemonSet reports whether a DaemonSet controls the pod: it belongs to its node and
+// goes with it.
+func OwnedByDaemonSet(p *corev1.Pod) bool {
+	c := metav1.GetControllerOf(p)
+	return c != nil && c.Kind == "DaemonSet"
 }
 
 // Cordon taints the node karpenter.sh/disrupted:NoSchedule, so nothing new lands on it while

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 )
 
@@ -59,12 +60,7 @@ func takesPods(n *packing.Node) bool {
 	if n.NodeClaim != nil && n.NodeClaim.DeletionTimestamp != nil {
 		return false
 	}
-	for _, t := range n.Node.Spec.Taints {
-		if t.MatchTaint(&karpv1.DisruptedNoScheduleTaint) {
-			return false
-		}
-	}
-	return true
+	return !nodeclaim.Cordoned(n.Node)
 }
 
 // Launch creates a NodeClaim for capacity that replaces nodes being taken away for reason.

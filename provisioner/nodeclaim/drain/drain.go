@@ -149,10 +149,8 @@ func waveOf(p *corev1.Pod) Wave {
 	case "system-cluster-critical", "system-node-critical":
 		return WaveCritical
 	}
-	for _, o := range p.OwnerReferences {
-		if o.Controller != nil && *o.Controller && o.Kind == "DaemonSet" {
-			return WaveDaemon
-		}
+	if nodeclaim.OwnedByDaemonSet(p) {
+		return WaveDaemon
 	}
 	return WaveWorkload
 }

@@ -220,7 +220,7 @@ func (c *Controller) workloadPods(ctx context.Context, node string) (int, error)
 	n := 0
 	for i := range list.Items {
 		p := &list.Items[i]
-		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || ownedByDaemonSet(p) {
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || nodeclaim.OwnedByDaemonSet(p) {
 			continue
 		}
 		n++
@@ -234,15 +234,6 @@ func registered(nc *karpv1.NodeClaim) int {
 		return 1
 	}
 	return 0
-}
-
-func ownedByDaemonSet(p *corev1.Pod) bool {
-	for _, o := range p.OwnerReferences {
-		if o.Kind == "DaemonSet" {
-			return true
-		}
-	}
-	return false
 }
 
 // expect records NodeClaims created or deleted, for count.

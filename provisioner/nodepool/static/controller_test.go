@@ -178,7 +178,7 @@ func TestStaticNodePoolsKeepTheirReplicas(t *testing.T) {
 		}
 	}
 	runPod(t, "web", "node-0", nil)
-	runPod(t, "agent", "node-1", []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", UID: "ds-agent"}})
+	runPod(t, "agent", "node-1", []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", UID: "ds-agent", Controller: ptr.To(true)}})
 	drainEvents(recorder)
 	setReplicas(t, np, 1)
 	reconcileOnce(t, c, "fixed")

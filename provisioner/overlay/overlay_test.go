@@ -125,7 +125,7 @@ func TestApply(t *testing.T) {
 			name:     "an overlay for another NodePool changes nothing",
 			nodePool: "general",
 			overlays: []v1alpha1.NodeOverlay{overlay("batch-only", 0, v1alpha1.NodeOverlaySpec{
-				Requirements: []corev1.NodeSelectorRequirement{req(karpv1.NodePoolLabelKey, corev1.NodeSelectorOpIn, "batch")},
+				Requirements:    []corev1.NodeSelectorRequirement{req(karpv1.NodePoolLabelKey, corev1.NodeSelectorOpIn, "batch")},
 				PriceAdjustment: ptr.To("+1"),
 			})},
 			wantPrices: map[string]float64{
@@ -222,7 +222,7 @@ func TestApply(t *testing.T) {
 			wantConflicts: []Conflict{{Overlay: "x", Other: "y", Field: "example.com/slice", InstanceType: "c5.large", Zone: zoneA, CapacityType: "on-demand"}},
 		},
 		{
-			name: "an invalid overlay is left out",
+			name:     "an invalid overlay is left out",
 			overlays: []v1alpha1.NodeOverlay{overlay("both", 0, v1alpha1.NodeOverlaySpec{Price: ptr.To("1"), PriceAdjustment: ptr.To("+1")})},
 			wantPrices: map[string]float64{
 				"m5.large/us-east-1a/on-demand": 0.096, "m5.large/us-east-1a/spot": 0.04, "m5.large/us-east-1b/on-demand": 0.096,

@@ -333,3 +333,16 @@ func (c Conflict) Message(self string) string {
 	}
 	return fmt.Sprintf("NodeOverlay %q has the same weight and sets another %s for %s in %s (%s); %q wins by name order: give one a higher weight", other, c.Field, c.InstanceType, c.Zone, c.CapacityType, c.Overlay)
 }
+
+// NodePrice returns the hourly price the overlays make of price for a node with these
+// labels: its instance type's, zone, capacity type and NodePool, as Tailor's nodes carry
+// them. The highest weight wins, then the first by name; the price never falls below 0.
+func NodePrice(overlays []v1alpha1.NodeOverlay, labels map[string]string, price float64) float64 {
+	for _, r := range rules(overlays) {
+		if r.price == nil || !requirements.Matches(r.reqs, labels) {
+			continue
+		}
+		return max(r.price.apply(price), 0)
+	}
+	return price
+}

@@ -233,7 +233,8 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err := startInformers(ctx, mgr); err != nil {
 		return err
 	}
-	provider, err := newProvider(ctx, cfg, mgr, opts, clk)
+	overlays := overlay.ClientLister{Reader: mgr.GetClient()}
+	provider, err := newProvider(ctx, cfg, mgr, opts, clk, overlays)
 	if err != nil {
 		return err
 	}
@@ -260,7 +261,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		if _, err := mgr.GetCache().GetInformer(ctx, &karpv1alpha1.NodeOverlay{}); err != nil {
 			return fmt.Errorf("starting informer for NodeOverlays: %w", err)
 		}
-		planned = overlay.New(provider, overlay.ClientLister{Reader: mgr.GetClient()})
+		planned = overlay.New(provider, overlays)
 		if err := overlay.NewController(mgr.GetClient(), provider).Register(mgr); err != nil {
 			return fmt.Errorf("registering controller: %w", err)
 		}
@@ -526,7 +527,7 @@ func reportIgnoredOverlays(ctx context.Context, reader client.Reader) {
 // settings and the API server's Kubernetes version. It reads EC2NodeClasses and NodeClaims
 // from the cache: every provisioning batch and disruption pass asks it for the instance
 // types of every NodePool.
-func newProvider(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, opts Options, clk clock.Clock) (*aws.Provider, error) {
+func newProvider(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, opts Options, clk clock.Clock, overlays overlay.Lister) (*aws.Provider, error) {
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("loading AWS configuration: %w", err)
@@ -547,7 +548,12 @@ func newProvider(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, opts O
 	if err != nil {
 		return nil, err
 	}
+	var launchPrices func(context.Context, string, []*cloudprovider.InstanceType) ([]*cloudprovider.InstanceType, error)
+	if opts.FeatureGates.Enabled(GateNodeOverlay) {
+		launchPrices = overlay.LaunchPrices(overlays)
+	}
 	return aws.New(aws.Options{
+		LaunchPrices:            launchPrices,
 		Cluster:                 cluster,
 		Region:                  awsCfg.Region,
 		KubernetesVersion:       version.Major + "." + trimPlus(version.Minor),

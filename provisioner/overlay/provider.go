@@ -67,3 +67,16 @@ func (p *Provider) InstanceTypes(ctx context.Context, nodePool *karpv1.NodePool)
 	}
 	return Apply(overlays, nodePool.Name, types).InstanceTypes, nil
 }
+
+// LaunchPrices returns a function that applies the listed overlays to the instance types a
+// launch for a NodePool chooses among (aws.Options.LaunchPrices), so the launch orders them
+// as planning did.
+func LaunchPrices(overlays Lister) func(ctx context.Context, nodePool string, types []*cloudprovider.InstanceType) ([]*cloudprovider.InstanceType, error) {
+	return func(ctx context.Context, nodePool string, types []*cloudprovider.InstanceType) ([]*cloudprovider.InstanceType, error) {
+		list, err := overlays.ListNodeOverlays(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return Apply(list, nodePool, types).InstanceTypes, nil
+	}
+}

@@ -346,3 +346,15 @@ func NodePrice(overlays []v1alpha1.NodeOverlay, labels map[string]string, price 
 	}
 	return price
 }
+
+// Selecting returns the names of the valid overlays that select a node with these labels,
+// highest weight first, then by name.
+func Selecting(overlays []v1alpha1.NodeOverlay, labels map[string]string) []string {
+	var out []string
+	for _, r := range rules(overlays) {
+		if requirements.Matches(r.reqs, labels) {
+			out = append(out, r.name)
+		}
+	}
+	return out
+}

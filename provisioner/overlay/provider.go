@@ -31,14 +31,6 @@ func (l ClientLister) ListNodeOverlays(ctx context.Context) ([]v1alpha1.NodeOver
 	return list.Items, nil
 }
 
-// StaticLister lists a fixed set of NodeOverlays: those simulate reads from files.
-type StaticLister []v1alpha1.NodeOverlay
-
-// ListNodeOverlays returns the overlays.
-func (l StaticLister) ListNodeOverlays(context.Context) ([]v1alpha1.NodeOverlay, error) {
-	return l, nil
-}
-
 // Provider is a cloud provider whose instance types carry the NodeOverlays' prices and
 // capacities; its other methods are the wrapped provider's.
 type Provider struct {

@@ -3,6 +3,8 @@ package crdtest
 import (
 	"fmt"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func nodeOverlay(name, spec string) string {
@@ -87,5 +89,20 @@ func TestNodeOverlayValidation(t *testing.T) {
 			err := create(t, nodeOverlay(fmt.Sprintf("overlay-%d", i), tt.spec))
 			checkErr(t, err, tt.wantErr)
 		})
+	}
+}
+
+// TestNodeOverlayPrinterColumns reads a NodeOverlay as kubectl get does.
+func TestNodeOverlayPrinterColumns(t *testing.T) {
+	if err := create(t, nodeOverlay("columns", "  weight: 10\n  priceAdjustment: \"-20%\"")); err != nil {
+		t.Fatal(err)
+	}
+	columns, cells := table(t, "/apis/karpenter.sh/v1alpha1/nodeoverlays/columns")
+	wantColumns := []column{{"Name", 0}, {"Weight", 0}, {"Price", 0}, {"Adjustment", 0}, {"Ready", 0}, {"Age", 0}}
+	if diff := cmp.Diff(wantColumns, columns); diff != "" {
+		t.Errorf("columns (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]any{"columns", float64(10), nil, "-20%", nil, "<age>"}, cells); diff != "" {
+		t.Errorf("cells (-want +got):\n%s", diff)
 	}
 }

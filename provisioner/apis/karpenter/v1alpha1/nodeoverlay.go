@@ -7,7 +7,8 @@ import (
 
 // NodeOverlay changes what the planner believes about the instance types its requirements
 // select: their price, and extended resources their nodes will offer. It changes planning
-// (which type is bought, what a consolidation saves), never what EC2 launches or charges.
+// (which type is bought, what a consolidation saves) and the order in which on-demand
+// launches try the planned types, never what EC2 charges or what a node advertises.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:path=nodeoverlays,scope=Cluster,categories=karpenter

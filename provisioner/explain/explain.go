@@ -1,8 +1,8 @@
 // Package explain says why a pod is pending or where it is headed, from what the cluster
 // records: the pod's status, the scheduler's last FailedScheduling event (its per-reason
 // node counts), the provisioner's FailedProvisioning events (its per-NodePool reasons),
-// and the NodeClaim whose planned-pods annotation lists the pod. It serves
-// `tailorctl explain`.
+// and the NodeClaim whose planned-pods annotation lists the pod, with the NodeOverlays that
+// select its offering. It serves `tailorctl explain`.
 package explain
 
 import (
@@ -18,7 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	karpv1alpha1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1alpha1"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
+	"github.com/tailor-autoscaler/tailor/provisioner/overlay"
 )
 
 // Event reasons explain reads.
@@ -83,6 +85,9 @@ type NodeClaim struct {
 	// MinValuesRelaxed says its NodePool's minValues were lowered to the values the
 	// instance types that can take its pods have (minValuesPolicy BestEffort).
 	MinValuesRelaxed bool
+	// Overlays are the NodeOverlays that select its offering (by its node's labels once the
+	// node exists), highest weight first: the prices and capacities it was planned with.
+	Overlays []string
 }
 
 // Explain reads what the cluster records about the pod namespace/name.
@@ -148,10 +153,40 @@ func Explain(ctx context.Context, c client.Reader, namespace, name string) (*Exp
 		for _, p := range planned {
 			if p.UID == pod.UID || (p.UID == "" && p.Namespace == namespace && p.Name == name) {
 				ex.NodeClaim = nodeClaim(nc, len(planned))
+				if ex.NodeClaim.Overlays, err = overlaysOf(ctx, c, nc); err != nil {
+					return nil, err
+				}
 			}
 		}
 	}
 	return ex, nil
+}
+
+// overlaysOf returns the NodeOverlays that select the NodeClaim's offering: by the labels of
+// its node, which carry every instance type label, or by its own until the node exists.
+// Without the NodeOverlay kind in the cluster there are none.
+func overlaysOf(ctx context.Context, c client.Reader, nc *karpv1.NodeClaim) ([]string, error) {
+	list := &karpv1alpha1.NodeOverlayList{}
+	if err := c.List(ctx, list); err != nil {
+		if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("listing NodeOverlays: %w", err)
+	}
+	if len(list.Items) == 0 {
+		return nil, nil
+	}
+	labels := nc.Labels
+	if nc.Status.NodeName != "" {
+		node := &corev1.Node{}
+		switch err := c.Get(ctx, types.NamespacedName{Name: nc.Status.NodeName}, node); {
+		case err == nil:
+			labels = node.Labels
+		case !apierrors.IsNotFound(err):
+			return nil, fmt.Errorf("getting node %s: %w", nc.Status.NodeName, err)
+		}
+	}
+	return overlay.Selecting(list.Items, labels), nil
 }
 
 func nodeClaim(nc *karpv1.NodeClaim, planned int) *NodeClaim {

@@ -13,9 +13,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	karpv1alpha1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1alpha1"
 	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
@@ -95,6 +97,28 @@ func TestExplainPlannedPod(t *testing.T) {
 		t.Fatalf("updating NodeClaim status: %v", err)
 	}
 
+	// The node has not registered: the overlays are matched with the NodeClaim's labels.
+	for _, o := range []*karpv1alpha1.NodeOverlay{
+		{ObjectMeta: metav1.ObjectMeta{Name: "spot-discount"}, Spec: karpv1alpha1.NodeOverlaySpec{
+			Requirements:    []corev1.NodeSelectorRequirement{{Key: karpv1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{"spot"}}},
+			PriceAdjustment: ptr.To("-10%"),
+		}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "m5-licence"}, Spec: karpv1alpha1.NodeOverlaySpec{
+			Requirements: []corev1.NodeSelectorRequirement{{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"m5.large"}}},
+			Price:        ptr.To("0.2"),
+			Weight:       ptr.To[int32](5),
+		}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "c5-only"}, Spec: karpv1alpha1.NodeOverlaySpec{
+			Requirements: []corev1.NodeSelectorRequirement{{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"c5.large"}}},
+			Price:        ptr.To("0.1"),
+		}},
+	} {
+		if err := kube.Create(ctx, o); err != nil {
+			t.Fatalf("creating NodeOverlay: %v", err)
+		}
+		t.Cleanup(func() { _ = kube.Delete(context.Background(), o) })
+	}
+
 	got, err := Explain(ctx, kube, "default", "web-1")
 	if err != nil {
 		t.Fatal(err)
@@ -118,6 +142,7 @@ func TestExplainPlannedPod(t *testing.T) {
 			Name: "general-x7k2p", NodePool: "general", InstanceType: "m5.large", Zone: "us-east-1a", CapacityType: "spot",
 			NodeName: "ip-10-0-1-5.ec2.internal", ProviderID: "aws:///us-east-1a/i-0123456789abcdef0",
 			Launched: "True", Registered: "False", PlannedPods: 2, MinValuesRelaxed: true,
+			Overlays: []string{"m5-licence", "spot-discount"},
 		},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

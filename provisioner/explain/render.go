@@ -76,6 +76,9 @@ func Render(w io.Writer, ex *Explanation) error {
 		fmt.Fprintf(&b, "  launched: %s  registered: %s  initialized: %s\n", orNone(nc.Launched), orNone(nc.Registered), orNone(nc.Initialized))
 		fmt.Fprintf(&b, "  instance type: %s  zone: %s  capacity type: %s\n", orNone(nc.InstanceType), orNone(nc.Zone), orNone(nc.CapacityType))
 		fmt.Fprintf(&b, "  node: %s  provider id: %s\n", orNone(nc.NodeName), orNone(nc.ProviderID))
+		if len(nc.Overlays) > 0 {
+			fmt.Fprintf(&b, "  NodeOverlays selecting its offering, highest weight first: %s\n", strings.Join(nc.Overlays, ", "))
+		}
 		if nc.MinValuesRelaxed {
 			b.WriteString("  minValues relaxed: too few instance types can take its pods for the NodePool's minValues, lowered on the NodeClaim\n")
 		}

@@ -35,8 +35,10 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	karpv1alpha1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1alpha1"
 	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
 	"github.com/tailor-autoscaler/tailor/provisioner/batcher"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/measured"
 	"github.com/tailor-autoscaler/tailor/provisioner/disruption"
@@ -59,6 +61,7 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/nodepool"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodepool/static"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
+	"github.com/tailor-autoscaler/tailor/provisioner/overlay"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 	"github.com/tailor-autoscaler/tailor/provisioner/provisioning"
 	"github.com/tailor-autoscaler/tailor/provisioner/quota"
@@ -230,7 +233,8 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err := startInformers(ctx, mgr); err != nil {
 		return err
 	}
-	provider, err := newProvider(ctx, cfg, mgr, opts, clk)
+	overlays := overlay.ClientLister{Reader: mgr.GetClient()}
+	provider, err := newProvider(ctx, cfg, mgr, opts, clk, overlays)
 	if err != nil {
 		return err
 	}
@@ -251,7 +255,23 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
-	prov := provisioning.New(mgr.GetClient(), measured.New(provider, metrics.ControllerProvisioner), tracker, batches, recorder, provisioning.Options{Clock: clk, ReplanWindow: opts.ReplanWindow, EarlyIntake: opts.EarlyIntake, MinValuesPolicy: packing.MinValuesPolicy(opts.MinValuesPolicy),
+	// Planning and consolidation read instance types through the overlays, with the gate on.
+	var planned cloudprovider.CloudProvider = provider
+	if opts.FeatureGates.Enabled(GateNodeOverlay) {
+		if _, err := mgr.GetCache().GetInformer(ctx, &karpv1alpha1.NodeOverlay{}); err != nil {
+			return fmt.Errorf("starting informer for NodeOverlays: %w", err)
+		}
+		planned = overlay.New(provider, overlays)
+		if err := overlay.NewController(mgr.GetClient(), provider).Register(mgr); err != nil {
+			return fmt.Errorf("registering controller: %w", err)
+		}
+	} else if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		reportIgnoredOverlays(ctx, mgr.GetAPIReader())
+		return nil
+	})); err != nil {
+		return fmt.Errorf("adding the NodeOverlay check: %w", err)
+	}
+	prov := provisioning.New(mgr.GetClient(), measured.New(planned, metrics.ControllerProvisioner), tracker, batches, recorder, provisioning.Options{Clock: clk, ReplanWindow: opts.ReplanWindow, EarlyIntake: opts.EarlyIntake, MinValuesPolicy: packing.MinValuesPolicy(opts.MinValuesPolicy),
 		Gangs: gang.PodGroups{Client: mgr.GetAPIReader()}, Quotas: elasticQuotas(opts, mgr), StaticCapacity: opts.FeatureGates.Enabled(GateStaticCapacity)})
 	disruptionOpts := disruption.ControllerOptions{
 		Options: disruption.DefaultOptions, Interval: opts.DisruptionInterval, MinNodeAge: opts.BatchMax, ReplacementTimeout: 10 * time.Minute,
@@ -489,11 +509,25 @@ func takeInCreatedPods(ctx context.Context, mgr ctrl.Manager, prov *provisioning
 	return nil
 }
 
+// reportIgnoredOverlays logs, once, that NodeOverlays exist but the NodeOverlay feature gate
+// is off, so they change nothing.
+func reportIgnoredOverlays(ctx context.Context, reader client.Reader) {
+	list := &karpv1alpha1.NodeOverlayList{}
+	if err := reader.List(ctx, list, client.Limit(1)); err != nil {
+		// No CRD installed or no permission: then there are no overlays to ignore either.
+		log.FromContext(ctx).V(1).Info("Could not list NodeOverlays", "err", err)
+		return
+	}
+	if len(list.Items) > 0 {
+		log.FromContext(ctx).Info("NodeOverlays are ignored: the NodeOverlay feature gate is off (--feature-gates=NodeOverlay=true applies them)", "nodeOverlay", list.Items[0].Name)
+	}
+}
+
 // newProvider builds the AWS provider from the SDK's default credential chain, the cluster
 // settings and the API server's Kubernetes version. It reads EC2NodeClasses and NodeClaims
 // from the cache: every provisioning batch and disruption pass asks it for the instance
 // types of every NodePool.
-func newProvider(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, opts Options, clk clock.Clock) (*aws.Provider, error) {
+func newProvider(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, opts Options, clk clock.Clock, overlays overlay.Lister) (*aws.Provider, error) {
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("loading AWS configuration: %w", err)
@@ -514,7 +548,12 @@ func newProvider(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, opts O
 	if err != nil {
 		return nil, err
 	}
+	var launchPrices func(context.Context, string, []*cloudprovider.InstanceType) ([]*cloudprovider.InstanceType, error)
+	if opts.FeatureGates.Enabled(GateNodeOverlay) {
+		launchPrices = overlay.LaunchPrices(overlays)
+	}
 	return aws.New(aws.Options{
+		LaunchPrices:            launchPrices,
 		Cluster:                 cluster,
 		Region:                  awsCfg.Region,
 		KubernetesVersion:       version.Major + "." + trimPlus(version.Minor),

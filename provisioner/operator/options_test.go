@@ -123,12 +123,12 @@ func TestKarpenterEnvironmentSetsFlagsNotGiven(t *testing.T) {
 			"CLUSTER_NAME": "prod", "CLUSTER_ENDPOINT": "https://api.prod", "INTERRUPTION_QUEUE": "prod-queue",
 			"ISOLATED_VPC": "true", "RESERVED_ENIS": "1", "VM_MEMORY_OVERHEAD_PERCENT": "0.05",
 			"BATCH_IDLE_DURATION": "2s", "BATCH_MAX_DURATION": "20s",
-			"FEATURE_GATES": "SpotToSpotConsolidation=true,NodeRepair=true,NodeOverlay=true,ReservedCapacity=false",
+			"FEATURE_GATES": "SpotToSpotConsolidation=true,NodeRepair=true,NodeOverlay=true,ReservedCapacity=false,CapacityBuffer=true",
 			"LOG_LEVEL":     "debug", "MIN_VALUES_POLICY": "BestEffort",
 		}, want: func(s *settings) {
 			*s = settings{ClusterName: "prod", ClusterEndpoint: "https://api.prod", InterruptionQueue: "prod-queue",
 				IsolatedVPC: true, ReservedENIs: 1, VMMemoryOverheadPercent: 0.05, BatchIdle: 2 * time.Second, BatchMax: 20 * time.Second,
-				SpotToSpot: true, NodeRepair: true, Unbuilt: []string{GateNodeOverlay}, LogLevel: LogDebug, MinValuesPolicy: MinValuesBestEffort}
+				SpotToSpot: true, NodeRepair: true, Unbuilt: []string{GateCapacityBuffer}, LogLevel: LogDebug, MinValuesPolicy: MinValuesBestEffort}
 		}},
 		{name: "flags win over the environment",
 			env:  map[string]string{"CLUSTER_NAME": "from-env", "BATCH_IDLE_DURATION": "5s", "FEATURE_GATES": "SpotToSpotConsolidation=true", "MIN_VALUES_POLICY": "BestEffort"},

@@ -24,11 +24,12 @@ import (
 
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	karpv1alpha1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1alpha1"
 )
 
 // supportedKinds lists what the manifests may hold, for error messages.
 const supportedKinds = "v1 Pod, Node, PersistentVolumeClaim, PersistentVolume and List; apps/v1 DaemonSet; " +
-	"storage.k8s.io/v1 StorageClass; karpenter.sh/v1 NodePool and NodeClaim; karpenter.k8s.aws/v1 EC2NodeClass"
+	"storage.k8s.io/v1 StorageClass; karpenter.sh/v1 NodePool and NodeClaim; karpenter.sh/v1alpha1 NodeOverlay; karpenter.k8s.aws/v1 EC2NodeClass"
 
 // source is where an object was read: the file, the document of the file (counted from 1,
 // empty documents left out) and, for an item of a List, its index.
@@ -54,6 +55,7 @@ func newDecoder() *decoder {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(karpv1.AddToScheme(scheme))
+	utilruntime.Must(karpv1alpha1.AddToScheme(scheme))
 	utilruntime.Must(awsv1.AddToScheme(scheme))
 	// Strict decoding refuses unknown and duplicate fields, so a misspelt field is an error
 	// instead of a silently different simulation.
@@ -114,7 +116,7 @@ func (d *decoder) decodeObject(doc []byte, at source) (runtime.Object, error) {
 	gvk := obj.GetObjectKind().GroupVersionKind()
 	switch obj.(type) {
 	case *corev1.Pod, *corev1.Node, *corev1.PersistentVolumeClaim, *corev1.PersistentVolume, *corev1.List,
-		*appsv1.DaemonSet, *storagev1.StorageClass, *karpv1.NodePool, *karpv1.NodeClaim, *awsv1.EC2NodeClass:
+		*appsv1.DaemonSet, *storagev1.StorageClass, *karpv1.NodePool, *karpv1.NodeClaim, *karpv1alpha1.NodeOverlay, *awsv1.EC2NodeClass:
 		return obj, nil
 	}
 	if meta.IsListType(obj) {

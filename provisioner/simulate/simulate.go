@@ -18,9 +18,11 @@ import (
 
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	karpv1alpha1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1alpha1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/catalog"
+	"github.com/tailor-autoscaler/tailor/provisioner/overlay"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 )
 
@@ -40,6 +42,9 @@ const Stdin = "-"
 //   - every NodePool launches the instance types of its EC2NodeClass, built from cat with
 //     opts; what its spec.limits leave is the limits minus the capacity of its listed Nodes
 //     (label karpenter.sh/nodepool) and of its NodeClaims whose Node is not listed;
+//   - NodeOverlays change the prices and capacities of the instance types they select, as
+//     the provisioner applies them with the NodeOverlay feature gate on; one that does not
+//     validate is an error;
 //   - DaemonSets, PersistentVolumeClaims, PersistentVolumes and StorageClasses are passed on.
 //
 // Objects keep the order of the manifests, so the same manifests give the same input.
@@ -95,6 +100,7 @@ type manifests struct {
 	pods        []*corev1.Pod
 	nodes       []*corev1.Node
 	nodeClaims  []*karpv1.NodeClaim
+	overlays    []karpv1alpha1.NodeOverlay
 	daemonSets  []*appsv1.DaemonSet
 	volumes     packing.Volumes
 	// seen maps kind and namespace/name to where the object was read, to refuse duplicates.
@@ -129,6 +135,11 @@ func (m *manifests) add(obj runtime.Object, at source) error {
 		m.nodePools = append(m.nodePools, o)
 	case *karpv1.NodeClaim:
 		m.nodeClaims = append(m.nodeClaims, o)
+	case *karpv1alpha1.NodeOverlay:
+		if err := overlay.Validate(o); err != nil {
+			return fmt.Errorf("%s: NodeOverlay %q: %w", at, o.Name, err)
+		}
+		m.overlays = append(m.overlays, *o)
 	case *awsv1.EC2NodeClass:
 		m.nodeClasses[o.Name] = o
 	}
@@ -188,7 +199,9 @@ func (m *manifests) input(cat *catalog.Catalog, opts aws.OfflineOptions) (packin
 			}
 			types[class.Name] = its
 		}
-		in.NodePools = append(in.NodePools, packing.NodePool{NodePool: np, InstanceTypes: its, Remaining: m.remaining(np, unregistered)})
+		// The overlays apply to every NodePool's copy, as the provisioner applies them.
+		overlaid := overlay.Apply(m.overlays, np.Name, its).InstanceTypes
+		in.NodePools = append(in.NodePools, packing.NodePool{NodePool: np, InstanceTypes: overlaid, Remaining: m.remaining(np, unregistered)})
 	}
 	return in, nil
 }

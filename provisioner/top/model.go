@@ -13,7 +13,9 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1alpha1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/catalog"
+	"github.com/tailor-autoscaler/tailor/provisioner/overlay"
 )
 
 // eksCapacityTypeLabel is the capacity type label of EKS managed node groups, ON_DEMAND or SPOT.
@@ -123,8 +125,9 @@ func (t *Totals) add(n Node) {
 	t.Resources.add(n.Resources)
 }
 
-// Build computes the model from the cluster's nodes and pods.
-func Build(nodes []*corev1.Node, pods []*corev1.Pod, prices Prices) Model {
+// Build computes the model from the cluster's nodes and pods, each node priced at its
+// offering's price with the NodeOverlays applied.
+func Build(nodes []*corev1.Node, pods []*corev1.Pod, prices Prices, overlays []v1alpha1.NodeOverlay) Model {
 	var m Model
 	used := map[string]*Resources{}
 	for _, pod := range pods {
@@ -147,7 +150,7 @@ func Build(nodes []*corev1.Node, pods []*corev1.Pod, prices Prices) Model {
 	}
 	byPool := map[string]*NodePool{}
 	for _, n := range nodes {
-		row := node(n, prices)
+		row := node(n, prices, overlays)
 		if r := used[n.Name]; r != nil {
 			row.Resources.CPURequested, row.Resources.MemoryRequested, row.Resources.Pods = r.CPURequested, r.MemoryRequested, r.Pods
 		}
@@ -175,7 +178,7 @@ func Build(nodes []*corev1.Node, pods []*corev1.Pod, prices Prices) Model {
 	return m
 }
 
-func node(n *corev1.Node, prices Prices) Node {
+func node(n *corev1.Node, prices Prices, overlays []v1alpha1.NodeOverlay) Node {
 	row := Node{
 		Name:         n.Name,
 		InstanceType: n.Labels[corev1.LabelInstanceTypeStable],
@@ -193,6 +196,9 @@ func node(n *corev1.Node, prices Prices) Node {
 	}
 	if row.InstanceType != "" {
 		row.PricePerHour, row.PriceKnown = prices.Price(row.InstanceType, row.Zone, row.CapacityType)
+		if row.PriceKnown {
+			row.PricePerHour = overlay.NodePrice(overlays, n.Labels, row.PricePerHour)
+		}
 	}
 	return row
 }

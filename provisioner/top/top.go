@@ -6,11 +6,15 @@ import (
 	"io"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+
+	"github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1alpha1"
+	"github.com/tailor-autoscaler/tailor/provisioner/overlay"
 )
 
 // Terminal control sequences of a full-screen view.
@@ -27,6 +31,9 @@ const DefaultInterval = 500 * time.Millisecond
 type Options struct {
 	// Prices of the nodes' offerings.
 	Prices Prices
+	// Overlays lists the NodeOverlays that change the prices, read at each frame; nil for
+	// none. Without the NodeOverlay kind in the cluster there are none.
+	Overlays overlay.Lister
 	// Out receives the frames.
 	Out io.Writer
 	// Width is the terminal's width, read before each frame.
@@ -93,7 +100,13 @@ func Run(ctx context.Context, cs kubernetes.Interface, opts Options) error {
 		if err != nil {
 			return fmt.Errorf("listing pods: %w", err)
 		}
-		frame := Render(Build(ns, ps, opts.Prices), opts.Width())
+		var overlays []v1alpha1.NodeOverlay
+		if opts.Overlays != nil {
+			if overlays, err = opts.Overlays.ListNodeOverlays(ctx); err != nil && !meta.IsNoMatchError(err) {
+				return err
+			}
+		}
+		frame := Render(Build(ns, ps, opts.Prices, overlays), opts.Width())
 		if opts.FullScreen && !opts.Once {
 			frame = clearScreen + frame
 		}

@@ -108,6 +108,7 @@ func TestEveryObjectIsAccepted(t *testing.T) {
 		{"v1", "Namespace", "", "tailor"},
 		{"apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "ec2nodeclasses.karpenter.k8s.aws"},
 		{"apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "nodeclaims.karpenter.sh"},
+		{"apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "nodeoverlays.karpenter.sh"},
 		{"apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "nodepools.karpenter.sh"},
 		{"apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "elasticquotas.scheduling.x-k8s.io"},
 		{"apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "podgroups.scheduling.x-k8s.io"},

@@ -76,6 +76,11 @@ type Options struct {
 	// IsolatedVPC means the Pricing API cannot be reached: on-demand prices come from the
 	// catalog embedded in the binary without asking AWS.
 	IsolatedVPC bool
+	// LaunchPrices, when set, returns the instance types a launch for the named NodePool
+	// chooses among, with the prices planning used (NodeOverlays): on-demand launches then
+	// ask CreateFleet for them in that order (the prioritized strategy) instead of by EC2's
+	// lowest price, so the instance launched is the one planned.
+	LaunchPrices func(ctx context.Context, nodePool string, types []*cloudprovider.InstanceType) ([]*cloudprovider.InstanceType, error)
 }
 
 func (o *Options) defaults() {

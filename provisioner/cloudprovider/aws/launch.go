@@ -61,7 +61,14 @@ func (p *Provider) Create(ctx context.Context, nodeClaim *karpv1.NodeClaim) (*ka
 		klog.FromContext(ctx).Info("Adopting the instance already launched for the NodeClaim", "nodeClaim", klog.KObj(nodeClaim), "instance", aws.ToString(inst.InstanceId))
 		return p.adopted(nodeClaim, inst, lc), nil
 	}
-	candidates := allowedOfferings(nodeClaim, lc.types)
+	types, prioritized := lc.types, false
+	if p.opts.LaunchPrices != nil {
+		if types, err = p.opts.LaunchPrices(ctx, nodeClaim.Labels[karpv1.NodePoolLabelKey], lc.types); err != nil {
+			return nil, err
+		}
+		prioritized = true
+	}
+	candidates := allowedOfferings(nodeClaim, types)
 	if len(candidates) == 0 {
 		return nil, noOfferingError(lc)
 	}
@@ -73,7 +80,7 @@ func (p *Provider) Create(ctx context.Context, nodeClaim *karpv1.NodeClaim) (*ka
 		if len(chosen) == 0 {
 			break
 		}
-		fleet, err := p.createFleet(ctx, nodeClaim, lc.class, lc.resolved, capacityType, chosen)
+		fleet, err := p.createFleet(ctx, nodeClaim, lc.class, lc.resolved, capacityType, chosen, prioritized)
 		if isLaunchTemplateNotFound(err) && !recreated {
 			// createFleet forgot the templates: the next attempt creates them again.
 			recreated = true
@@ -315,10 +322,11 @@ type fleetLaunch struct {
 	errors []fleetError
 }
 
-// createFleet asks EC2 for one instance among the candidates. When EC2 says a launch
+// createFleet asks EC2 for one instance among the candidates; prioritized asks for on-demand
+// capacity in the candidates' order rather than by EC2's lowest price. When EC2 says a launch
 // template does not exist, for the request or for an override, the provider forgets the
 // request's templates so that the next launch creates them again.
-func (p *Provider) createFleet(ctx context.Context, nodeClaim *karpv1.NodeClaim, class *awsv1.EC2NodeClass, resolved *resolvedClass, capacityType string, candidates []candidate) (fleetLaunch, error) {
+func (p *Provider) createFleet(ctx context.Context, nodeClaim *karpv1.NodeClaim, class *awsv1.EC2NodeClass, resolved *resolvedClass, capacityType string, candidates []candidate, prioritized bool) (fleetLaunch, error) {
 	var placed []override
 	subnetOf := map[string]string{}
 	var launch fleetLaunch
@@ -389,6 +397,9 @@ func (p *Provider) createFleet(ctx context.Context, nodeClaim *karpv1.NodeClaim,
 		in.SpotOptions = &ec2types.SpotOptionsRequest{AllocationStrategy: ec2types.SpotAllocationStrategyPriceCapacityOptimized}
 	} else {
 		in.OnDemandOptions = &ec2types.OnDemandOptionsRequest{AllocationStrategy: ec2types.FleetOnDemandAllocationStrategyLowestPrice}
+		if prioritized {
+			in.OnDemandOptions.AllocationStrategy = ec2types.FleetOnDemandAllocationStrategyPrioritized
+		}
 	}
 	out, err := p.ec2.CreateFleet(ctx, in)
 	if err != nil {

@@ -379,7 +379,7 @@ func TestRetriedCreateFleetReturnsTheSameInstance(t *testing.T) {
 	var ids []string
 	// As after a crash before the instance was tagged visibly: the same request again.
 	for range 2 {
-		fleet, err := h.newProvider(t, h.clock).createFleet(ctx, nc, lc.class, lc.resolved, karpv1.CapacityTypeOnDemand, candidates)
+		fleet, err := h.newProvider(t, h.clock).createFleet(ctx, nc, lc.class, lc.resolved, karpv1.CapacityTypeOnDemand, candidates, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -539,4 +539,44 @@ func errorsCounted(t *testing.T, code string) float64 {
 		}
 	}
 	return total
+}
+
+func TestLaunchPricesChooseTheOnDemandTypeLaunched(t *testing.T) {
+	raiseM5Large := func(_ context.Context, _ string, types []*cloudprovider.InstanceType) ([]*cloudprovider.InstanceType, error) {
+		out := make([]*cloudprovider.InstanceType, len(types))
+		for i, it := range types {
+			out[i] = it
+			if it.Name == "m5.large" {
+				changed := *it
+				changed.Offerings = append([]cloudprovider.Offering(nil), it.Offerings...)
+				for j := range changed.Offerings {
+					changed.Offerings[j].Price += 1
+				}
+				out[i] = &changed
+			}
+		}
+		return out, nil
+	}
+	tests := []struct {
+		name         string
+		launchPrices func(context.Context, string, []*cloudprovider.InstanceType) ([]*cloudprovider.InstanceType, error)
+		want         string
+	}{
+		{name: "by EC2's lowest price", want: "m5.large"},
+		{name: "in the order of the launch prices, prioritized", launchPrices: raiseM5Large, want: "m5.xlarge"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			p := h.newProvider(t, h.clock)
+			p.opts.LaunchPrices = tt.launchPrices
+			launched, err := p.Create(context.Background(), nodeClaim("l", []string{"m5.large", "m5.xlarge"}, "on-demand"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := launched.Labels["node.kubernetes.io/instance-type"]; got != tt.want {
+				t.Errorf("launched %s, want %s", got, tt.want)
+			}
+		})
+	}
 }

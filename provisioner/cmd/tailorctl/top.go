@@ -12,8 +12,11 @@ import (
 
 	"golang.org/x/term"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/catalog"
+	"github.com/tailor-autoscaler/tailor/provisioner/overlay"
 	"github.com/tailor-autoscaler/tailor/provisioner/top"
 )
 
@@ -22,7 +25,8 @@ const topUsage = `Usage: tailorctl top [--once] [--kubeconfig FILE] [--context N
 Shows every node with its instance type, zone, capacity type and hourly price, its CPU and
 memory requested against allocatable, and its pods; totals per NodePool and for the cluster.
 Prices come from the EC2 catalog: on-demand prices are real, spot prices of the embedded
-catalog are synthetic. Redraws on changes, at most twice a second; Ctrl-C quits.
+catalog are synthetic; the cluster's NodeOverlays change them as they change planning.
+Redraws on changes, at most twice a second; Ctrl-C quits.
 
 Flags:
 `
@@ -60,7 +64,11 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("connecting to the cluster: %w", err)
 	}
-	opts := top.Options{Prices: top.NewCatalogPrices(cat), Out: stdout, Width: func() int { return defaultWidth }, Once: *once}
+	reader, err := client.New(cfg, client.Options{Scheme: apischeme.New()})
+	if err != nil {
+		return fmt.Errorf("connecting to the cluster: %w", err)
+	}
+	opts := top.Options{Prices: top.NewCatalogPrices(cat), Overlays: overlay.ClientLister{Reader: reader}, Out: stdout, Width: func() int { return defaultWidth }, Once: *once}
 	if f, ok := stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		opts.FullScreen = true
 		opts.Width = func() int {

@@ -255,3 +255,33 @@ func TestCatalogInstanceTypesOfAWindowsClass(t *testing.T) {
 		t.Errorf("CatalogInstanceTypes() of a Windows class (-want +got):\n%s", diff)
 	}
 }
+
+// When AWS gives no prices, Windows instance types are still priced: the embedded Linux
+// prices plus the license, not left without offerings.
+func TestWindowsPricesWhenAWSRefusesAreDerived(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	if err := h.kube.Create(ctx, windowsClass(nil, awsv1.AMISelectorTerm{Alias: "windows2022@latest"})); err != nil {
+		t.Fatal(err)
+	}
+	h.patchFaults(t, `{"throttleRate":1,"throttleActions":["GetProducts","DescribeSpotPriceHistory"]}`)
+	its, err := h.provider.InstanceTypes(ctx, windowsNodePool())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range its {
+		if it.Name != "m5.large" {
+			continue
+		}
+		prices := map[string]float64{}
+		for _, o := range it.Offerings {
+			prices[o.CapacityType+"/"+o.Zone] = o.Price
+		}
+		// The embedded catalog's $0.096 on demand and $0.05501 spot in us-east-1a, plus 2 vCPUs x $0.046.
+		if prices["on-demand/us-east-1a"] != 0.188 || prices["spot/us-east-1a"] != 0.14701 {
+			t.Errorf("m5.large Windows prices %v, want on-demand 0.188 and spot 0.14701 in us-east-1a", prices)
+		}
+		return
+	}
+	t.Error("m5.large missing")
+}

@@ -3,6 +3,7 @@ package aws
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -284,4 +285,40 @@ func TestWindowsPricesWhenAWSRefusesAreDerived(t *testing.T) {
 		return
 	}
 	t.Error("m5.large missing")
+}
+
+// A Pricing API that keeps failing is asked again only after the failure's wait, however
+// often Windows classes plan meanwhile.
+func TestWindowsPriceReadsWaitAfterAFailure(t *testing.T) {
+	h := newHarnessWithClock(t, true)
+	ctx := context.Background()
+	if err := h.kube.Create(ctx, windowsClass(nil, awsv1.AMISelectorTerm{Alias: "windows2022@latest"})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.provider.InstanceTypes(ctx, nodePool()); err != nil {
+		t.Fatal(err)
+	}
+	h.patchFaults(t, `{"throttleRate":1,"throttleActions":["GetProducts"]}`)
+	h.endpoint.ResetRequestCounts()
+	for range 5 {
+		if _, err := h.provider.InstanceTypes(ctx, windowsNodePool()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first read makes one attempt; the derived prices stand in until the wait passes.
+	if got := h.endpoint.RequestCounts()["GetProducts"]; got != 1 {
+		t.Errorf("%d GetProducts requests for five plans after a failure, want the first read's 1", got)
+	}
+	h.endpoint.ResetRequestCounts()
+	h.clock.Step(h.provider.refreshFailures.Wait(failureWindowsOnDemand, ""))
+	if _, err := h.provider.InstanceTypes(ctx, windowsNodePool()); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for h.endpoint.RequestCounts()["GetProducts"] < backgroundReadAttempts && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if got := h.endpoint.RequestCounts()["GetProducts"]; got != backgroundReadAttempts {
+		t.Errorf("%d GetProducts requests once the wait passed, want one background read of %d attempts", got, backgroundReadAttempts)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"k8s.io/klog/v2"
@@ -19,21 +20,31 @@ const windowsLicensePerVCPUHour = 0.046
 // spotProductWindows is the DescribeSpotPriceHistory product description of Windows.
 const spotProductWindows = "Windows"
 
+// Keys of the Windows price reads in Provider.refreshFailures.
+const (
+	failureWindowsOnDemand = "windows-" + kindOnDemand
+	failureWindowsSpot     = "windows-" + kindSpot
+)
+
 // windowsPriceCache holds the prices of Windows instances, read only once a Windows node
 // class plans, so that Linux-only clusters make no extra calls.
 type windowsPriceCache struct {
 	// readMu is held while prices are read from AWS.
 	readMu sync.Mutex
 
-	mu         sync.Mutex
-	onDemand   cached[map[string]float64]
-	spot       cached[map[string]map[string]float64]
-	refreshing bool
+	mu       sync.Mutex
+	onDemand cached[map[string]float64]
+	spot     cached[map[string]map[string]float64]
+	// derivedOnDemand and derivedSpot are set while the prices in use were derived from
+	// Linux prices because AWS failed; they are read again, as stale ones are, once the
+	// wait after the failure has passed.
+	derivedOnDemand, derivedSpot bool
+	refreshing                   bool
 }
 
 // windowsPriceBook returns the prices of Windows instances: the first call reads them from
 // AWS (one attempt within firstPriceReadTimeout for on-demand prices, as for Linux), later
-// calls return them at once and refresh what is stale in the background. Prices AWS cannot
+// calls return them at once and refresh what is due in the background. Prices AWS cannot
 // give are derived from the Linux ones (deriveWindowsPrices).
 func (p *Provider) windowsPriceBook(ctx context.Context, linux *priceBook, entries map[string]*catalogEntry) *priceBook {
 	w := &p.windows
@@ -46,12 +57,14 @@ func (p *Provider) windowsPriceBook(ctx context.Context, linux *priceBook, entri
 		return book
 	}
 	p.readWindowsPricesLocked(ctx, linux, entries, true)
-	book, _ := p.cachedWindowsPrices(ctx, linux, entries)
-	return book
+	if book, ok := p.cachedWindowsPrices(ctx, linux, entries); ok {
+		return book
+	}
+	return deriveWindowsPrices(linux, catalogVCPUs(entries))
 }
 
 // cachedWindowsPrices returns the cached Windows prices, starting a background refresh when
-// they are stale; false before the first read.
+// some are due; false before the first read.
 func (p *Provider) cachedWindowsPrices(ctx context.Context, linux *priceBook, entries map[string]*catalogEntry) (*priceBook, bool) {
 	w := &p.windows
 	w.mu.Lock()
@@ -59,8 +72,7 @@ func (p *Provider) cachedWindowsPrices(ctx context.Context, linux *priceBook, en
 	if !w.onDemand.valid || !w.spot.valid {
 		return nil, false
 	}
-	now := p.clock.Now()
-	if (!w.onDemand.fresh(now, p.opts.CatalogTTL) || !w.spot.fresh(now, p.opts.SpotPriceTTL)) && !w.refreshing {
+	if onDemand, spot := p.windowsDueLocked(p.clock.Now()); (onDemand || spot) && !w.refreshing {
 		w.refreshing = true
 		go func() {
 			w.readMu.Lock()
@@ -71,45 +83,66 @@ func (p *Provider) cachedWindowsPrices(ctx context.Context, linux *priceBook, en
 	return &priceBook{onDemand: w.onDemand.value, spot: w.spot.value}, true
 }
 
-// readWindowsPricesLocked reads the stale Windows prices from AWS: on-demand from the
-// Pricing API (operatingSystem Windows, license included), spot from
-// DescribeSpotPriceHistory (product Windows). A failed read keeps the prices cached, or
-// before the first success derives them from the Linux prices; in an isolated VPC on-demand
-// prices are derived from the start. w.readMu must be held.
+// windowsDueLocked reports which kinds of Windows prices are to be read: those older than
+// their TTL and those derived after a failure, either not before the wait after a failed
+// read has passed. In an isolated VPC on-demand prices are derived by design and follow
+// their TTL only. w.mu must be held.
+func (p *Provider) windowsDueLocked(now time.Time) (onDemand, spot bool) {
+	w := &p.windows
+	due := func(key string, fresh, derived bool) bool {
+		return (!fresh || derived) && p.refreshFailures.Wait(key, "") == 0
+	}
+	onDemand = due(failureWindowsOnDemand, w.onDemand.fresh(now, p.opts.CatalogTTL), w.derivedOnDemand && !p.opts.IsolatedVPC)
+	spot = due(failureWindowsSpot, w.spot.fresh(now, p.opts.SpotPriceTTL), w.derivedSpot)
+	return onDemand, spot
+}
+
+// readWindowsPricesLocked reads the due Windows prices from AWS: on-demand from the Pricing
+// API (operatingSystem Windows, license included), spot from DescribeSpotPriceHistory
+// (product Windows). A failed read keeps the prices cached, or before the first success
+// derives them from the Linux prices, and is not retried before the failure's wait; in an
+// isolated VPC on-demand prices are derived from the start. w.readMu must be held.
 func (p *Provider) readWindowsPricesLocked(ctx context.Context, linux *priceBook, entries map[string]*catalogEntry, first bool) {
 	w := &p.windows
 	now := p.clock.Now()
 	w.mu.Lock()
-	needOnDemand, needSpot := !w.onDemand.fresh(now, p.opts.CatalogTTL), !w.spot.fresh(now, p.opts.SpotPriceTTL)
+	needOnDemand, needSpot := p.windowsDueLocked(now)
 	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.refreshing = false
+		w.mu.Unlock()
+	}()
 	derived := deriveWindowsPrices(linux, catalogVCPUs(entries))
 	logger := klog.FromContext(ctx)
-	store := func(kind string, err error, set func(fallback bool)) {
+	// store records a read of one kind: on success, or on failure with nothing cached yet,
+	// set stores the prices (derived ones when fallback is true).
+	store := func(kind, key string, err error, valid bool, set func(fallback bool)) {
+		if err != nil {
+			wait := p.refreshFailures.Failed(key, "")
+			logger.Error(err, "Failed to read Windows prices from AWS", "kind", kind, "derivedFromLinux", !valid, "retryIn", wait.String())
+		} else {
+			p.refreshFailures.Forget(key)
+		}
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		valid := w.onDemand.valid
-		if kind == kindSpot {
-			valid = w.spot.valid
+		if err == nil || !valid {
+			set(err != nil)
 		}
-		if err != nil {
-			logger.Error(err, "Failed to read Windows prices from AWS", "kind", kind, "derivedFromLinux", !valid)
-			if valid {
-				return
-			}
-		}
-		set(err != nil)
 	}
-	if needOnDemand {
-		var prices map[string]float64
-		var err error
-		if !p.opts.IsolatedVPC {
-			prices, err = p.readWindowsOnDemandPrices(ctx, first)
-		}
-		store(kindOnDemand, err, func(fallback bool) {
-			if fallback || p.opts.IsolatedVPC {
+	if needOnDemand && p.opts.IsolatedVPC {
+		w.mu.Lock()
+		w.onDemand = cached[map[string]float64]{value: derived.onDemand, at: now, valid: true}
+		w.derivedOnDemand = true
+		w.mu.Unlock()
+	} else if needOnDemand {
+		prices, err := p.readWindowsOnDemandPrices(ctx, first)
+		store(kindOnDemand, failureWindowsOnDemand, err, w.onDemandValid(), func(fallback bool) {
+			if fallback {
 				prices = derived.onDemand
 			}
 			w.onDemand = cached[map[string]float64]{value: prices, at: now, valid: true}
+			w.derivedOnDemand = fallback
 		})
 	}
 	if needSpot {
@@ -118,16 +151,26 @@ func (p *Provider) readWindowsPricesLocked(ctx context.Context, linux *priceBook
 			attempts = 0
 		}
 		prices, err := describeSpotPrices(ctx, p.ec2, now, attempts, spotProductWindows)
-		store(kindSpot, err, func(fallback bool) {
+		store(kindSpot, failureWindowsSpot, err, w.spotValid(), func(fallback bool) {
 			if fallback {
 				prices = derived.spot
 			}
 			w.spot = cached[map[string]map[string]float64]{value: prices, at: now, valid: true}
+			w.derivedSpot = fallback
 		})
 	}
+}
+
+func (w *windowsPriceCache) onDemandValid() bool {
 	w.mu.Lock()
-	w.refreshing = false
-	w.mu.Unlock()
+	defer w.mu.Unlock()
+	return w.onDemand.valid
+}
+
+func (w *windowsPriceCache) spotValid() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.spot.valid
 }
 
 // readWindowsOnDemandPrices reads the Windows Server, license-included, shared-tenancy

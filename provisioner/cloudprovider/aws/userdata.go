@@ -58,7 +58,7 @@ func userData(family string, b bootstrap) (string, error) {
 	case familyBottlerocket:
 		return bottlerocketUserData(b)
 	case familyWindows2019, familyWindows2022:
-		return windowsUserData(b)
+		return windowsUserData(b), nil
 	case familyCustom:
 		return base64.StdEncoding.EncodeToString([]byte(b.custom)), nil
 	}

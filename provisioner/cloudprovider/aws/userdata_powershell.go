@@ -19,7 +19,7 @@ const windowsBootstrapScript = `$env:ProgramFiles\Amazon\EKS\Start-EKSBootstrap.
 // machine), then Start-EKSBootstrap.ps1 with the cluster, the node's labels and taints and
 // the kubelet settings. System-reserved memory defaults to windowsSystemReservedMemory, as
 // the planner counts it; max pods is left to the bootstrap unless the class sets it.
-func windowsUserData(b bootstrap) (string, error) {
+func windowsUserData(b bootstrap) string {
 	var script strings.Builder
 	script.WriteString("<powershell>\n")
 	if custom := strings.TrimSpace(powershellBody(b.custom)); custom != "" {
@@ -37,7 +37,7 @@ func windowsUserData(b bootstrap) (string, error) {
 	// The bootstrap writes progress to the warning, verbose, debug and information streams;
 	// merged into output, they reach the EC2 console log.
 	script.WriteString(" 3>&1 4>&1 5>&1 6>&1\n</powershell>\n")
-	return base64.StdEncoding.EncodeToString([]byte(script.String())), nil
+	return base64.StdEncoding.EncodeToString([]byte(script.String()))
 }
 
 // windowsKubelet is the bootstrap with systemReserved memory defaulted for Windows.

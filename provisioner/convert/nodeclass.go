@@ -9,7 +9,7 @@ import (
 )
 
 // aliasFamilies are the AMI families with a v1 alias ("al2023@latest").
-var aliasFamilies = map[string]string{"AL2": "al2", "AL2023": "al2023", "Bottlerocket": "bottlerocket"}
+var aliasFamilies = map[string]string{"AL2": "al2", "AL2023": "al2023", "Bottlerocket": "bottlerocket", "Windows2019": "windows2019", "Windows2022": "windows2022"}
 
 // awsNodeTemplateSpec converts the spec of a karpenter.k8s.aws/v1alpha1 AWSNodeTemplate, or
 // the inline provider of a v1alpha5 Provisioner, which has the same fields.
@@ -126,16 +126,20 @@ func amis(d *document, spec *fields, family string, familySet bool, terms []awsv
 		custom := "Custom"
 		out.AMISelectorTerms = terms
 		out.AMIFamily = &custom
-		d.dropped(spec.at("amiFamily"), fmt.Sprintf("%s → Custom: Tailor bootstraps AL2, AL2023 and Bottlerocket only; give userData that joins the node to the cluster", family))
+		d.dropped(spec.at("amiFamily"), fmt.Sprintf("%s → Custom: Tailor bootstraps AL2, AL2023, Bottlerocket and Windows only; give userData that joins the node to the cluster", family))
 	case hasAlias:
 		out.AMISelectorTerms = []awsv1.AMISelectorTerm{{Alias: alias + "@latest"}}
 		what := family
 		if !familySet {
 			what += " (the earlier default)"
 		}
+		if strings.HasPrefix(alias, "windows") {
+			d.changed(spec.at("amiFamily"), fmt.Sprintf("%s without AMI selector → spec.amiSelectorTerms [{alias: %s@latest}]; EKS publishes only the latest Windows AMIs: select one by id for repeatable nodes", what, alias))
+			return
+		}
 		d.changed(spec.at("amiFamily"), fmt.Sprintf("%s without AMI selector → spec.amiSelectorTerms [{alias: %s@latest}]; pin a version (%s@v20240807, say) for repeatable nodes", what, alias, alias))
 	default:
-		d.fail(spec.at("amiFamily"), fmt.Sprintf("%s without AMI selector has no v1 alias: select AMIs with amiSelectorTerms, or use AL2, AL2023 or Bottlerocket", family))
+		d.fail(spec.at("amiFamily"), fmt.Sprintf("%s without AMI selector has no v1 alias: select AMIs with amiSelectorTerms, or use AL2, AL2023, Bottlerocket, Windows2019 or Windows2022", family))
 	}
 }
 

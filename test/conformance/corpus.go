@@ -37,6 +37,7 @@ func Cases() []Case {
 		{File: "custom-family.yaml"},
 		{File: "custom-ami.yaml"},
 		{File: "bottlerocket.yaml"},
+		{File: "windows2022.yaml"},
 		{File: "instance-profile.yaml", NotLaunched: "the local IAM endpoint has no instance profile made beforehand"},
 		{File: "rejected-kubernetes-io-label.yaml", Rejected: []string{"spec.template.metadata.labels", "keys in the kubernetes.io domain are reserved for the kubelet"}},
 		{File: "rejected-karpenter-sh-label.yaml", Rejected: []string{"spec.template.metadata.labels", "labels in the karpenter.sh domain are set by Tailor"}},

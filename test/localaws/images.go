@@ -15,6 +15,7 @@ type describeImagesResponse struct {
 
 type xmlImage struct {
 	ImageID            string                `xml:"imageId"`
+	Platform           string                `xml:"platform,omitempty"`
 	ImageLocation      string                `xml:"imageLocation"`
 	ImageState         string                `xml:"imageState"`
 	ImageOwnerID       string                `xml:"imageOwnerId"`
@@ -65,6 +66,7 @@ func imageFilters() filterFields[*image] {
 			"is-public":           func(i *image) []string { return boolValue(i.ownerAlias != "") },
 			"root-device-type":    func(*image) []string { return oneValue("ebs") },
 			"virtualization-type": func(*image) []string { return oneValue("hvm") },
+			"platform":            func(i *image) []string { return oneValue(i.platform) },
 		},
 		tags: func(i *image) []tag { return i.tags },
 	}
@@ -122,6 +124,7 @@ func (s *Server) describeImages(p queryParams) (*describeImagesResponse, error) 
 		}
 		out := xmlImage{
 			ImageID:            img.id,
+			Platform:           img.platform,
 			ImageLocation:      owner + "/" + img.name,
 			ImageState:         "available",
 			ImageOwnerID:       img.ownerID,
@@ -137,8 +140,8 @@ func (s *Server) describeImages(p queryParams) (*describeImagesResponse, error) 
 			VirtualizationType: "hvm",
 			Hypervisor:         "xen",
 			EnaSupport:         true,
-			PlatformDetails:    productLinux,
-			UsageOperation:     "RunInstances",
+			PlatformDetails:    imagePlatformDetails(img),
+			UsageOperation:     imageUsageOperation(img),
 			ImdsSupport:        "v2.0",
 			TagSet:             toXMLTags(img.tags),
 		}
@@ -166,4 +169,21 @@ func (s *Server) imageByID(id string) *image {
 		}
 	}
 	return nil
+}
+
+// imagePlatformDetails is the operating system EC2 bills an image's instances for.
+func imagePlatformDetails(img *image) string {
+	if img.platform == platformWindows {
+		return productWindows
+	}
+	return productLinux
+}
+
+// imageUsageOperation is the billing code of an image's instances: RunInstances:0002 is
+// Windows with the license included.
+func imageUsageOperation(img *image) string {
+	if img.platform == platformWindows {
+		return "RunInstances:0002"
+	}
+	return "RunInstances"
 }

@@ -150,6 +150,7 @@ type xmlInstance struct {
 	EbsOptimized          bool                `xml:"ebsOptimized"`
 	EnaSupport            bool                `xml:"enaSupport"`
 	MetadataOptions       *xmlMetadataOptions `xml:"metadataOptions,omitempty"`
+	Platform              string              `xml:"platform,omitempty"`
 	PlatformDetails       string              `xml:"platformDetails"`
 	UsageOperation        string              `xml:"usageOperation"`
 }
@@ -284,6 +285,10 @@ func (s *Server) toXMLInstance(i *instance, now time.Time) xmlInstance {
 		EnaSupport:         true,
 		PlatformDetails:    productLinux,
 		UsageOperation:     "RunInstances",
+	}
+	if img := s.imageByID(i.imageID); img != nil {
+		out.Platform, out.PlatformDetails, out.UsageOperation = img.platform, imagePlatformDetails(img), imageUsageOperation(img)
+		out.RootDeviceName = img.rootDevice
 	}
 	if state != stateTerminated {
 		out.SubnetID = i.subnetID

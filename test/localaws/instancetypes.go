@@ -20,6 +20,7 @@ const (
 	capacitySpot     = "spot"
 	capacityOnDemand = "on-demand"
 	productLinux     = "Linux/UNIX"
+	productWindows   = "Windows"
 )
 
 // previousGenerationFamilies are the catalog's families that EC2 lists as previous generation.
@@ -499,9 +500,12 @@ func (s *Server) describeSpotPriceHistory(p queryParams) (*describeSpotPriceHist
 	for _, name := range p.strs("InstanceType") {
 		types[name] = true
 	}
-	products := p.strs("ProductDescription")
-	if len(products) > 0 && !anyMatch(products, []string{productLinux}) {
-		return &describeSpotPriceHistoryResponse{}, nil
+	products := map[string]bool{productLinux: true, productWindows: true}
+	if wanted := p.strs("ProductDescription"); len(wanted) > 0 {
+		products = map[string]bool{}
+		for _, w := range wanted {
+			products[w] = true
+		}
 	}
 	zone := p.str("AvailabilityZone")
 	zoneIDs := map[string]string{}
@@ -519,16 +523,26 @@ func (s *Server) describeSpotPriceHistory(p queryParams) (*describeSpotPriceHist
 			if o.CapacityType != capacitySpot || (zone != "" && o.Zone != zone) {
 				continue
 			}
-			sp := xmlSpotPrice{
-				InstanceType:       t.Name,
-				ProductDescription: productLinux,
-				SpotPrice:          strconv.FormatFloat(o.PricePerHour, 'f', 6, 64),
-				Timestamp:          stamp,
-				AvailabilityZone:   o.Zone,
-				AvailabilityZoneID: zoneIDs[o.Zone],
-			}
-			if keep(sp) {
-				prices = append(prices, sp)
+			for _, product := range []string{productLinux, productWindows} {
+				price := o.PricePerHour
+				if product == productWindows {
+					// Windows runs on x86_64 alone; its spot price includes the license.
+					if t.Arch != archAMD64 {
+						continue
+					}
+					price = windowsPrice(price, t.VCPU)
+				}
+				sp := xmlSpotPrice{
+					InstanceType:       t.Name,
+					ProductDescription: product,
+					SpotPrice:          strconv.FormatFloat(price, 'f', 6, 64),
+					Timestamp:          stamp,
+					AvailabilityZone:   o.Zone,
+					AvailabilityZoneID: zoneIDs[o.Zone],
+				}
+				if products[product] && keep(sp) {
+					prices = append(prices, sp)
+				}
 			}
 		}
 	}

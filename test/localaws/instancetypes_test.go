@@ -358,11 +358,15 @@ func TestDescribeSpotPriceHistory(t *testing.T) {
 	h := newHarness(t, Options{})
 	cat, err := catalog.Embedded()
 	require.NoError(t, err)
+	// Every spot offering has a Linux price, and those of x86_64 types a Windows one too.
 	spotOfferings := 0
 	for _, it := range cat.InstanceTypes {
 		for _, o := range it.Offerings {
 			if o.CapacityType == "spot" {
 				spotOfferings++
+				if it.Arch == "amd64" {
+					spotOfferings++
+				}
 			}
 		}
 	}
@@ -390,11 +394,18 @@ func TestDescribeSpotPriceHistory(t *testing.T) {
 				AvailabilityZone: aws.String("us-east-1b"),
 				Filters:          []ec2types.Filter{{Name: aws.String("instance-type"), Values: []string{"c5.large", "m5.metal"}}},
 			},
-			want: []string{"c5.large@us-east-1b=0.027040 Linux/UNIX"},
+			want: []string{"c5.large@us-east-1b=0.027040 Linux/UNIX", "c5.large@us-east-1b=0.119040 Windows"},
 		},
 		{
-			name:  "windows prices are not served",
-			input: ec2.DescribeSpotPriceHistoryInput{ProductDescriptions: []string{"Windows"}},
+			name: "windows prices include the license",
+			input: ec2.DescribeSpotPriceHistoryInput{
+				InstanceTypes:       []ec2types.InstanceType{"m5.large", "m6g.large"},
+				ProductDescriptions: []string{"Windows"},
+			},
+			want: []string{
+				"m5.large@us-east-1a=0.147010 Windows", "m5.large@us-east-1b=0.158290 Windows",
+				"m5.large@us-east-1c=0.152340 Windows", "m5.large@us-east-1d=0.120230 Windows",
+			},
 		},
 		{
 			name:  "everything, paginated",

@@ -94,6 +94,8 @@ type nodeInput struct {
 	instanceType  *catalog.InstanceType
 	rootVolumeGiB int
 	settings      kubeletSettings
+	// windowsBuild is the Windows Server build of the instance's image, "" for Linux.
+	windowsBuild string
 }
 
 // nodeWork is one Node to create or delete.
@@ -205,6 +207,11 @@ func (s *Server) nodeForInstance(ctx context.Context, i *instance) *corev1.Node 
 		instanceType: i.instanceType,
 		settings:     settings,
 	}
+	img := s.imageByID(i.imageID)
+	if img != nil && img.platform == platformWindows {
+		in.windowsBuild = img.windowsBuild
+		in.rootVolumeGiB = img.volumes[0].sizeGiB
+	}
 	if len(i.data.blockDevices) > 0 && i.data.blockDevices[0].volumeSizeGiB != nil {
 		in.rootVolumeGiB = *i.data.blockDevices[0].volumeSizeGiB
 	}
@@ -220,10 +227,15 @@ func buildNode(in nodeInput) *corev1.Node {
 	for k, v := range in.settings.labels {
 		labels[k] = v
 	}
+	os := string(corev1.Linux)
+	if in.windowsBuild != "" {
+		os = string(corev1.Windows)
+		labels[corev1.LabelWindowsBuild] = in.windowsBuild
+	}
 	for k, v := range map[string]string{
 		corev1.LabelHostname:           in.privateDNS,
 		corev1.LabelArchStable:         t.Arch,
-		corev1.LabelOSStable:           "linux",
+		corev1.LabelOSStable:           os,
 		corev1.LabelInstanceTypeStable: t.Name,
 		corev1.LabelTopologyZone:       in.zone,
 		corev1.LabelTopologyRegion:     in.region,
@@ -232,6 +244,11 @@ func buildNode(in nodeInput) *corev1.Node {
 	}
 
 	pods := int64(t.MaxPods)
+	if in.windowsBuild != "" {
+		// Windows pods get the secondary addresses of the primary interface alone (VPC
+		// resource controller IPAM).
+		pods = int64(max(t.IPv4PerENI-1, 0))
+	}
 	if in.settings.maxPods != nil {
 		pods = int64(*in.settings.maxPods)
 	}
@@ -304,7 +321,7 @@ func buildNode(in nodeInput) *corev1.Node {
 			},
 			NodeInfo: corev1.NodeSystemInfo{
 				Architecture:    t.Arch,
-				OperatingSystem: "linux",
+				OperatingSystem: os,
 				KubeletVersion:  kubeletVersion,
 			},
 		},

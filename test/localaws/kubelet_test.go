@@ -81,6 +81,11 @@ func TestBuildNode(t *testing.T) {
 	require.NoError(t, err)
 	bottlerocketRAID0, err := parseUserData(base64.StdEncoding.EncodeToString([]byte("[settings.kubernetes]\ncluster-name = \"demo\"\n[settings.bootstrap-commands.000-mount-instance-storage]\ncommands = [[\"apiclient\", \"ephemeral-storage\", \"init\"]]\n")))
 	require.NoError(t, err)
+	windows, err := parseUserData(base64.StdEncoding.EncodeToString([]byte("<powershell>\n" +
+		"[string]$EKSBootstrapScriptFile = \"$env:ProgramFiles\\Amazon\\EKS\\Start-EKSBootstrap.ps1\"\n" +
+		"& $EKSBootstrapScriptFile -EKSClusterName 'demo' -APIServerEndpoint 'https://127.0.0.1:6443' -Base64ClusterCA 'Y2E=' " +
+		"-KubeletExtraArgs '--node-labels=team=a --register-with-taints=os=windows:NoSchedule --system-reserved=memory=2Gi' 3>&1 4>&1 5>&1 6>&1\n</powershell>\n")))
+	require.NoError(t, err)
 	addresses := []string{"InternalIP=10.0.0.4", "Hostname=ip-10-0-0-4.ec2.internal"}
 	annotations := map[string]string{"kwok.x-k8s.io/node": "fake"}
 
@@ -89,8 +94,26 @@ func TestBuildNode(t *testing.T) {
 		instanceType string
 		rootGiB      int
 		settings     kubeletSettings
+		windowsBuild string
 		want         nodeSummary
 	}{
+		{
+			name:         "a Windows node: os and build labels, the primary interface's pod limit, the bootstrap's labels, taints and reservations",
+			instanceType: "m5.large",
+			rootGiB:      50,
+			settings:     windows,
+			windowsBuild: "10.0.20348",
+			want: nodeSummary{
+				Labels: kubeletLabels("m5.large", "amd64", map[string]string{
+					"kubernetes.io/os": "windows", "node.kubernetes.io/windows-build": "10.0.20348", "team": "a",
+				}),
+				Taints: []string{"os=windows:NoSchedule"},
+				// 10 addresses of the primary interface less its own; memory less the EKS
+				// kube-reserved for 9 pods (354Mi), 2Gi system-reserved and 100Mi eviction.
+				Capacity:    map[string]string{"cpu": "2", "memory": "7782Mi", "pods": "9", "ephemeral-storage": "50Gi"},
+				Allocatable: map[string]string{"cpu": "1930m", "memory": "5280Mi", "pods": "9", "ephemeral-storage": "44Gi"},
+			},
+		},
 		{
 			name:         "without user data the node has the kubelet's labels, the catalog's pod limit and the kubelet's default eviction thresholds",
 			instanceType: "m5.large",
@@ -184,6 +207,7 @@ func TestBuildNode(t *testing.T) {
 				instanceType:  types[tt.instanceType],
 				rootVolumeGiB: tt.rootGiB,
 				settings:      tt.settings,
+				windowsBuild:  tt.windowsBuild,
 			})
 			want := tt.want
 			want.Name = "ip-10-0-0-4.ec2.internal"

@@ -171,6 +171,13 @@ func (s *Server) buildProducts() []product {
 			attrs["gpuMemory"] = formatGiB(int64(t.GPU.Count) * t.GPU.MemoryMiB)
 		}
 		out = append(out, instanceProduct(strings.ToUpper(hexDigits(16, "sku", s.region, t.Name)), attrs, t.OnDemandPricePerHour))
+		if t.Arch == archAMD64 {
+			windows := maps.Clone(attrs)
+			windows["operatingSystem"] = "Windows"
+			windows["licenseModel"] = "License included"
+			windows["operation"] = "RunInstances:0002"
+			out = append(out, instanceProduct(strings.ToUpper(hexDigits(16, "sku", s.region, t.Name, "windows")), windows, windowsPrice(t.OnDemandPricePerHour, t.VCPU)))
+		}
 		if capacityBlockCategories[t.Category] {
 			block := maps.Clone(attrs)
 			block["marketoption"] = "CapacityBlock"
@@ -184,8 +191,20 @@ func (s *Server) buildProducts() []product {
 func instanceProduct(sku string, attrs map[string]string, price float64) product {
 	return product{
 		sku: sku, service: priceServiceCode, family: "Compute Instance", attributes: attrs, price: price, unit: "Hrs",
-		description: fmt.Sprintf("$%s per %s Linux %s Instance Hour", strconv.FormatFloat(price, 'f', -1, 64), marketNames[attrs["marketoption"]], attrs["instanceType"]),
+		description: fmt.Sprintf("$%s per %s %s %s Instance Hour", strconv.FormatFloat(price, 'f', -1, 64), marketNames[attrs["marketoption"]], attrs["operatingSystem"], attrs["instanceType"]),
 	}
+}
+
+// windowsLicensePerVCPUHour is what the Windows Server license adds to the catalog's Linux
+// price, per vCPU-hour, on demand and on spot. The shared catalog has Linux prices only, so
+// Windows prices are derived: $0.046 is the difference between AWS's Windows
+// (license included) and Linux on-demand prices, e.g. m5.large in us-east-1 at $0.188
+// against $0.096.
+const windowsLicensePerVCPUHour = 0.046
+
+// windowsPrice is the hourly price of a Windows instance whose Linux price is linux.
+func windowsPrice(linux float64, vcpus int) float64 {
+	return math.Round((linux+float64(vcpus)*windowsLicensePerVCPUHour)*1e6) / 1e6
 }
 
 // nodeCostProducts describe the prices of the node cost table as Price List products: per

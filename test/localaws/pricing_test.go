@@ -80,19 +80,25 @@ func TestGetProducts(t *testing.T) {
 		},
 		{
 			name:    "field names and values ignore case",
-			filters: []pricingtypes.Filter{termMatch("INSTANCETYPE", "T3.Micro"), termMatch("location", "US East (N. Virginia)")},
+			filters: []pricingtypes.Filter{termMatch("INSTANCETYPE", "T3.Micro"), termMatch("location", "US East (N. Virginia)"), termMatch("OperatingSystem", "LINUX")},
 			want:    map[string]string{"t3.micro": "0.0104000000"},
 		},
 		{
 			name: "any of",
 			filters: []pricingtypes.Filter{{
 				Type: pricingtypes.FilterTypeAnyOf, Field: aws.String("instanceType"), Value: aws.String("c5.large,g4dn.xlarge"),
-			}},
+			}, termMatch("operatingSystem", "Linux")},
 			want: map[string]string{"c5.large": "0.0850000000", "g4dn.xlarge": "0.5260000000"},
 		},
 		{
-			name:    "no windows",
-			filters: append(linuxFilters()[:1], termMatch("operatingSystem", "Windows"), termMatch("instanceType", "m5.large")),
+			// The catalog's Linux price plus the derived license of $0.046 per vCPU-hour.
+			name:    "windows with the license included",
+			filters: append(linuxFilters()[:1], termMatch("operatingSystem", "Windows"), termMatch("licenseModel", "License included"), termMatch("instanceType", "m5.large")),
+			want:    map[string]string{"m5.large": "0.1880000000"},
+		},
+		{
+			name:    "windows runs on x86_64 alone",
+			filters: append(linuxFilters()[:1], termMatch("operatingSystem", "Windows"), termMatch("instanceType", "m6g.large")),
 			want:    map[string]string{},
 		},
 	}

@@ -104,6 +104,11 @@ type image struct {
 	rootDevice  string
 	volumes     []imageVolume
 	tags        []tag
+	// platform is "windows" for Windows images, "" for Linux ones, as EC2 reports it.
+	platform string
+	// windowsBuild is the Windows Server build of a Windows image, which its kubelet
+	// reports as node.kubernetes.io/windows-build.
+	windowsBuild string
 }
 
 // imageVolume is an EBS volume in an AMI's block device mappings.
@@ -307,6 +312,7 @@ func (s *Server) seedImages() {
 			}
 		}
 	}
+	s.seedWindowsImages(day)
 	custom := &image{
 		name:        s.clusterName + "-custom-node-x86_64-v1",
 		description: "Custom node image built by the cluster's owners",
@@ -331,6 +337,45 @@ func (s *Server) seedImages() {
 	}
 	lookalike.id = "ami-" + hexDigits(17, lookalike.name)
 	s.images = append(s.images, custom, lookalike)
+}
+
+// platformWindows is EC2's platform of Windows images and instances.
+const platformWindows = "windows"
+
+// seedWindowsImages creates the EKS-optimized Windows Server 2019 and 2022 Core AMIs, x86_64
+// only, two releases each, and the SSM parameter of the latest release: EKS publishes no
+// parameter per Windows release.
+func (s *Server) seedWindowsImages(day func(int, time.Month, int) time.Time) {
+	const windowsOwner = "801119661308"
+	releases := []amiRelease{
+		{"2026.10.15", day(2026, time.October, 15)},
+		{"2026.11.12", day(2026, time.November, 12)},
+	}
+	for _, w := range []struct{ year, build string }{{"2019", "10.0.17763"}, {"2022", "10.0.20348"}} {
+		year, build := w.year, w.build
+		base := "Windows_Server-" + year + "-English-Core-EKS_Optimized-" + kubernetesVersion
+		for i, r := range releases {
+			img := &image{
+				name:        base + "-" + r.version,
+				description: "Microsoft Windows Server " + year + " Core optimized for EKS and Kubernetes " + kubernetesVersion,
+				arch:        archX8664,
+				ownerID:     windowsOwner,
+				ownerAlias:  "amazon",
+				created:     r.date,
+				rootDevice:  "/dev/sda1",
+				volumes:     []imageVolume{{"/dev/sda1", 50}},
+				platform:    platformWindows,
+				// The build the kubelet of this Windows Server release reports.
+				windowsBuild: build,
+			}
+			img.id = "ami-" + hexDigits(17, img.name)
+			if i == len(releases)-1 {
+				name := "/aws/service/ami-windows-latest/" + base + "/image_id"
+				s.parameters[name] = &parameter{name: name, value: img.id, dataType: "aws:ec2:image", modified: r.date.Add(3 * time.Hour)}
+			}
+			s.images = append(s.images, img)
+		}
+	}
 }
 
 // communityAccountID owns the images other accounts share.

@@ -93,6 +93,9 @@ func parseUserData(encoded string) (kubeletSettings, error) {
 	if settings, ok, err := parseEKSBootstrap(raw); ok {
 		return settings, err
 	}
+	if settings, ok, err := parseWindowsBootstrap(raw); ok {
+		return settings, err
+	}
 	documents, err := nodeConfigDocuments(raw)
 	if err != nil {
 		return kubeletSettings{}, err

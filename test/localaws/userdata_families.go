@@ -226,3 +226,98 @@ func shellWords(line string) ([]string, error) {
 	}
 	return words, nil
 }
+
+// windowsBootstrapScript is the Windows AMI's bootstrap script, which EC2Launch runs from
+// the <powershell> block of the user data.
+const windowsBootstrapScript = "Start-EKSBootstrap.ps1"
+
+// parseWindowsBootstrap reads the arguments of the Windows AMI's Start-EKSBootstrap.ps1 from
+// PowerShell user data: the call is the command line that passes -EKSClusterName, directly
+// or through a variable holding the script's path. ok is false when the user data is not a
+// <powershell> block that calls the bootstrap.
+func parseWindowsBootstrap(raw []byte) (settings kubeletSettings, ok bool, err error) {
+	text := string(raw)
+	start := strings.Index(text, "<powershell>")
+	end := strings.LastIndex(text, "</powershell>")
+	if start < 0 || end < start || !strings.Contains(text, windowsBootstrapScript) {
+		return kubeletSettings{}, false, nil
+	}
+	var call string
+	for _, line := range strings.Split(text[start+len("<powershell>"):end], "\n") {
+		if strings.Contains(line, "-EKSClusterName") {
+			call = line
+		}
+	}
+	if call == "" {
+		return kubeletSettings{}, false, nil
+	}
+	words, err := powershellWords(call)
+	if err != nil {
+		return kubeletSettings{}, true, fmt.Errorf("reading %s arguments: %w", windowsBootstrapScript, err)
+	}
+	var flags []string
+	for i := 0; i+1 < len(words); i++ {
+		if strings.EqualFold(words[i], "-KubeletExtraArgs") {
+			flags = append(flags, strings.Fields(words[i+1])...)
+			i++
+		}
+	}
+	settings, err = settingsFrom(kubeletConfig{}, flags)
+	if err != nil {
+		return kubeletSettings{}, true, fmt.Errorf("reading %s -KubeletExtraArgs: %w", windowsBootstrapScript, err)
+	}
+	// The bootstrap writes the EKS kube-reserved into the kubelet's configuration, as AL2's
+	// does; a --kube-reserved flag replaces the whole of it.
+	settings.defaultKubeReserved = len(settings.kubeReserved) == 0
+	return settings, true, nil
+}
+
+// powershellWords splits a PowerShell command line into words: single-quoted strings (a
+// quote written twice is one quote), double-quoted strings without expansion, and bare words.
+func powershellWords(line string) ([]string, error) {
+	var words []string
+	var word strings.Builder
+	inWord := false
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case c == '\'':
+			for i++; ; i++ {
+				if i >= len(line) {
+					return nil, errors.New("unterminated single quote")
+				}
+				if line[i] == '\'' {
+					if i+1 < len(line) && line[i+1] == '\'' {
+						word.WriteByte('\'')
+						i++
+						continue
+					}
+					break
+				}
+				word.WriteByte(line[i])
+			}
+			inWord = true
+		case c == '"':
+			end := strings.IndexByte(line[i+1:], '"')
+			if end < 0 {
+				return nil, errors.New("unterminated double quote")
+			}
+			word.WriteString(line[i+1 : i+1+end])
+			i += end + 1
+			inWord = true
+		case c == ' ' || c == '\t' || c == '\r':
+			if inWord {
+				words = append(words, word.String())
+				word.Reset()
+				inWord = false
+			}
+		default:
+			word.WriteByte(c)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, word.String())
+	}
+	return words, nil
+}

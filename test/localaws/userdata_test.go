@@ -242,6 +242,21 @@ func TestParseUserDataOfEachFamily(t *testing.T) {
 			},
 		},
 		{
+			golden: "windows2022-bootstrap.golden",
+			want: settingsSummary{
+				Labels: claimLabels, Taints: claimTaints, MaxPods: 110,
+				KubeReserved: map[string]string{"memory": "512Mi"}, SystemReserved: map[string]string{"cpu": "100m", "memory": "100Mi"},
+				MemoryEviction: "5%", NodefsEviction: "10%",
+			},
+		},
+		{
+			golden: "windows2019-defaults.golden",
+			want: settingsSummary{
+				Labels: claimLabels, Taints: claimTaints,
+				SystemReserved: map[string]string{"memory": "2Gi"}, DefaultKubeReserved: true,
+			},
+		},
+		{
 			golden: "bottlerocket-raid0.golden",
 			want: settingsSummary{
 				Labels:              claimLabels,

@@ -243,7 +243,29 @@ func TestEC2NodeClassValidation(t *testing.T) {
 		{
 			name:    "an unknown alias family is refused",
 			spec:    "  role: r\n  amiSelectorTerms: [{alias: ubuntu@latest}]" + selectors,
-			wantErr: []string{"spec.amiSelectorTerms[0].alias", "alias family must be al2023, al2 or bottlerocket"},
+			wantErr: []string{"spec.amiSelectorTerms[0].alias", "alias family must be al2023, al2, bottlerocket, windows2019 or windows2022"},
+		},
+		{
+			name: "windows2022@latest is accepted",
+			spec: "  role: r\n  amiSelectorTerms: [{alias: windows2022@latest}]" + selectors,
+		},
+		{
+			name: "windows2019@latest is accepted",
+			spec: "  role: r\n  amiSelectorTerms: [{alias: windows2019@latest}]" + selectors,
+		},
+		{
+			name: "amiFamily Windows2022 with an id term is accepted",
+			spec: "  role: r\n  amiFamily: Windows2022\n  amiSelectorTerms: [{id: ami-0123}]" + selectors,
+		},
+		{
+			name:    "a pinned Windows alias is refused, naming the fix",
+			spec:    "  role: r\n  amiSelectorTerms: [{alias: windows2022@2026.11.12}]" + selectors,
+			wantErr: []string{"spec.amiSelectorTerms[0].alias", "a Windows alias takes only the version latest (EKS publishes no pinned Windows releases): write windows2019@latest or windows2022@latest"},
+		},
+		{
+			name:    "an unknown amiFamily names the values it takes",
+			spec:    "  role: r\n  amiFamily: Windows2025\n  amiSelectorTerms: [{id: ami-0123}]" + selectors,
+			wantErr: []string{"spec.amiFamily", `supported values: "AL2", "AL2023", "Bottlerocket", "Windows2019", "Windows2022", "Custom"`},
 		},
 		{
 			name:    "amiFamily is required without an alias",

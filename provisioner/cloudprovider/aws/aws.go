@@ -199,6 +199,8 @@ type Provider struct {
 	catalogErr error
 	// templates holds the launch templates known to exist, by name.
 	templates map[string]knownTemplate
+	// windows holds the prices of Windows instances, read once a Windows class plans.
+	windows windowsPriceCache
 }
 
 var _ cloudprovider.CloudProvider = (*Provider)(nil)
@@ -270,6 +272,9 @@ func (p *Provider) launchContext(ctx context.Context, ref *karpv1.NodeClassRefer
 	entries, prices, err := p.catalogAndPrices(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if windowsBuild(class) != "" {
+		prices = p.windowsPriceBook(ctx, prices, entries)
 	}
 	costs := p.nodeCostTable()
 	zones := resolved.zones()

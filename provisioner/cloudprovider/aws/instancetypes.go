@@ -114,11 +114,20 @@ func newInstanceType(e *catalogEntry, class *awsv1.EC2NodeClass, zones map[strin
 	vcpus := int64(aws.ToInt32(info.VCpuInfo.DefaultVCpus))
 	memMiB := aws.ToInt64(info.MemoryInfo.SizeInMiB)
 	eniPods := eniMaxPods(int64(aws.ToInt32(info.NetworkInfo.MaximumNetworkInterfaces)), int64(aws.ToInt32(info.NetworkInfo.Ipv4AddressesPerInterface)), settings.reservedENIs)
+	build := windowsBuild(class)
+	if build != "" {
+		eniPods = windowsMaxPods(int64(aws.ToInt32(info.NetworkInfo.Ipv4AddressesPerInterface)))
+	}
 	pods := maxPods(eniPods, vcpus, class.Spec.Kubelet)
 
+	labels := instanceTypeLabels(info)
+	if build != "" {
+		labels[corev1.LabelOSStable] = string(corev1.Windows)
+		labels[corev1.LabelWindowsBuild] = build
+	}
 	it := &cloudprovider.InstanceType{
 		Name:   name,
-		Labels: instanceTypeLabels(info),
+		Labels: labels,
 		Capacity: corev1.ResourceList{
 			corev1.ResourceCPU:              *resource.NewQuantity(vcpus, resource.DecimalSI),
 			corev1.ResourceMemory:           *resource.NewQuantity(int64(math.Floor(float64(memMiB)*(1-settings.vmMemoryOverheadPercent)))<<20, resource.BinarySI),
@@ -139,6 +148,9 @@ func newInstanceType(e *catalogEntry, class *awsv1.EC2NodeClass, zones map[strin
 		it.Capacity[ResourceEFA] = *resource.NewQuantity(n, resource.DecimalSI)
 	}
 	it.Overhead = overhead(vcpus, pods, it.Capacity[corev1.ResourceMemory], it.Capacity[corev1.ResourceEphemeralStorage], class.Spec.Kubelet)
+	if build != "" {
+		addWindowsOverhead(it.Overhead, class.Spec.Kubelet)
+	}
 
 	for _, usage := range info.SupportedUsageClasses {
 		capacityType := karpv1.CapacityTypeOnDemand
@@ -179,6 +191,9 @@ func ephemeralStorage(class *awsv1.EC2NodeClass, info ec2types.InstanceTypeInfo)
 		if m := class.Spec.BlockDeviceMappings[0]; m != nil && m.EBS != nil && m.EBS.VolumeSize != nil {
 			return *m.EBS.VolumeSize
 		}
+	}
+	if windowsBuild(class) != "" {
+		return defaultWindowsEphemeralStorage
 	}
 	return defaultEphemeralStorage
 }

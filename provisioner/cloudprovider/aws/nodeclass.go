@@ -24,6 +24,8 @@ const (
 	familyAL2023       = awsv1.AMIFamilyAL2023
 	familyAL2          = awsv1.AMIFamilyAL2
 	familyBottlerocket = awsv1.AMIFamilyBottlerocket
+	familyWindows2019  = awsv1.AMIFamilyWindows2019
+	familyWindows2022  = awsv1.AMIFamilyWindows2022
 	familyCustom       = awsv1.AMIFamilyCustom
 )
 
@@ -130,6 +132,11 @@ func (p *Provider) resolveClass(ctx context.Context, class *awsv1.EC2NodeClass) 
 	if err != nil {
 		return nil, fmt.Errorf("resolving amiSelectorTerms: %w", err)
 	}
+	if windowsBuild(class) != "" {
+		if amis, err = windowsAMIs(amis); err != nil {
+			return nil, fmt.Errorf("resolving amiSelectorTerms: %w", err)
+		}
+	}
 	return &resolvedClass{family: family, subnets: subnets, securityGroups: groups, amis: amis, free: free, publicIPv4: public}, nil
 }
 
@@ -149,6 +156,9 @@ func amiFamily(class *awsv1.EC2NodeClass) (string, error) {
 // validateFamily refuses node class settings the AMI family's bootstrap cannot carry out.
 func validateFamily(family string, class *awsv1.EC2NodeClass) error {
 	var errs []error
+	if windowsBuild(class) != "" {
+		errs = append(errs, validateWindows(class)...)
+	}
 	if k := class.Spec.Kubelet; family == familyBottlerocket && k != nil {
 		if k.PodsPerCore != nil {
 			errs = append(errs, errors.New("spec.kubelet.podsPerCore has no Bottlerocket setting: remove it, or set maxPods, or use AL2023"))
@@ -249,7 +259,8 @@ const aliasVersionLatest = "latest"
 
 // aliasParameters names the SSM public parameters that hold an alias's AMI per architecture,
 // in the layout AWS publishes: al2023@v20240807, al2@v20240807 and bottlerocket@1.20.3 (or
-// v1.20.3) pin a release, @latest follows the recommended one.
+// v1.20.3) pin a release, @latest follows the recommended one. Windows aliases have only
+// @latest and only amd64 (windowsAliasParameters).
 func aliasParameters(alias, kubernetesVersion string) (map[string]string, error) {
 	family, version, _ := strings.Cut(alias, "@")
 	if version == "" {
@@ -279,6 +290,8 @@ func aliasParameters(alias, kubernetesVersion string) (map[string]string, error)
 			architectureAMD64: base + "/amazon-linux-2/" + amd + "/image_id",
 			architectureARM64: base + "/amazon-linux-2-arm64/" + arm + "/image_id",
 		}, nil
+	case "windows2019", "windows2022":
+		return windowsAliasParameters(alias, family, version, kubernetesVersion)
 	case "bottlerocket":
 		base := "/aws/service/bottlerocket/aws-k8s-" + kubernetesVersion
 		// Bottlerocket publishes its releases without the v that its tags carry.
@@ -288,7 +301,7 @@ func aliasParameters(alias, kubernetesVersion string) (map[string]string, error)
 			architectureARM64: base + "/arm64/" + version + "/image_id",
 		}, nil
 	}
-	return nil, fmt.Errorf("alias %q: unknown family %q, use al2023, al2 or bottlerocket", alias, family)
+	return nil, fmt.Errorf("alias %q: unknown family %q, use al2023, al2, bottlerocket, windows2019 or windows2022", alias, family)
 }
 
 // aliasImageIDs reads the AMI ids of an alias from SSM. An architecture without a parameter

@@ -22,6 +22,12 @@ func TestAMIFamily(t *testing.T) {
 	}{
 		{name: "inferred from the alias", alias: "al2023@latest", want: "AL2023"},
 		{name: "bottlerocket alias", alias: "bottlerocket@latest", want: "Bottlerocket"},
+		{name: "windows2022 alias", alias: "windows2022@latest", want: "Windows2022"},
+		{name: "windows2019 alias", alias: "windows2019@latest", want: "Windows2019"},
+		{
+			name: "a Windows family contradicting a Linux alias is refused", family: ptr.To("Windows2022"), alias: "al2023@latest",
+			wantErr: "spec.amiFamily Windows2022 contradicts the alias of amiSelectorTerms (AL2023): remove amiFamily or set it to AL2023 or Custom",
+		},
 		{name: "set and consistent", family: ptr.To("AL2"), alias: "al2@latest", want: "AL2"},
 		{name: "Custom goes with any alias", family: ptr.To("Custom"), alias: "al2023@latest", want: "Custom"},
 		{name: "set without an alias", family: ptr.To("Bottlerocket"), want: "Bottlerocket"},

@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	corev1 "k8s.io/api/core/v1"
 
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
@@ -42,7 +43,9 @@ type OfflineOptions struct {
 // subnets (a class exported from a cluster): then their zones, with their zone IDs; without
 // them zone IDs, an account's own mapping, are unknown and a requirement on
 // topology.k8s.aws/zone-id matches no offering. No AMIs are resolved, so both architectures
-// count. Spot prices are the catalog's spot offerings; the on-demand price is
+// count (amd64 alone for a Windows class, whose prices are the Linux ones plus
+// windowsLicensePerVCPUHour per vCPU). Spot prices are the catalog's spot offerings; the
+// on-demand price is
 // the type's onDemandPricePerHour (or its on-demand offering price when that is unset) in
 // every zone where the type has any offering, as with EC2's regional on-demand prices. The
 // result is sorted by name, offerings by zone and capacity type.
@@ -73,6 +76,14 @@ func CatalogInstanceTypes(cat *catalog.Catalog, class *awsv1.EC2NodeClass, opts 
 		entries = append(entries, newCatalogEntry(t))
 		addCatalogPrices(prices, t)
 	}
+	windows := windowsBuild(class) != ""
+	if windows {
+		vcpus := map[string]int64{}
+		for _, e := range entries {
+			vcpus[string(e.info.InstanceType)] = int64(aws.ToInt32(e.info.VCpuInfo.DefaultVCpus))
+		}
+		prices = deriveWindowsPrices(prices, vcpus)
+	}
 	settings := overheadSettings{vmMemoryOverheadPercent: opts.VMMemoryOverheadPercent, reservedENIs: int64(opts.ReservedENIs)}
 	table := opts.NodeCosts
 	if table == nil {
@@ -82,7 +93,7 @@ func CatalogInstanceTypes(cat *catalog.Catalog, class *awsv1.EC2NodeClass, opts 
 	out := make([]*cloudprovider.InstanceType, 0, len(entries))
 	for _, e := range entries {
 		it := newInstanceType(e, class, zones, prices, settings)
-		if len(it.Offerings) == 0 {
+		if len(it.Offerings) == 0 || (windows && it.Labels[corev1.LabelArchStable] != architectureAMD64) {
 			continue
 		}
 		for i := range it.Offerings {

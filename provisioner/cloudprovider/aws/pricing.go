@@ -41,20 +41,27 @@ func (p *priceBook) price(instanceType, zone, capacityType string) (float64, boo
 // types come too, with the same attributes otherwise, and the last product read for a type
 // would set its price.
 func onDemandPrices(ctx context.Context, client *pricing.Client, region string, attempts int) (map[string]float64, error) {
-	filter := func(field, value string) pricingtypes.Filter {
-		return pricingtypes.Filter{Type: pricingtypes.FilterTypeTermMatch, Field: aws.String(field), Value: aws.String(value)}
-	}
+	return getOnDemandPrices(ctx, client, attempts,
+		termMatch("regionCode", region),
+		termMatch("operatingSystem", "Linux"),
+		termMatch("tenancy", "Shared"),
+		termMatch("preInstalledSw", "NA"),
+		termMatch("capacitystatus", "Used"),
+		termMatch("marketoption", "OnDemand"),
+	)
+}
+
+func termMatch(field, value string) pricingtypes.Filter {
+	return pricingtypes.Filter{Type: pricingtypes.FilterTypeTermMatch, Field: aws.String(field), Value: aws.String(value)}
+}
+
+// getOnDemandPrices reads the hourly on-demand price of every instance type the filters
+// select from the Pricing API.
+func getOnDemandPrices(ctx context.Context, client *pricing.Client, attempts int, filters ...pricingtypes.Filter) (map[string]float64, error) {
 	pages := pricing.NewGetProductsPaginator(client, &pricing.GetProductsInput{
 		ServiceCode: aws.String("AmazonEC2"),
-		Filters: []pricingtypes.Filter{
-			filter("regionCode", region),
-			filter("operatingSystem", "Linux"),
-			filter("tenancy", "Shared"),
-			filter("preInstalledSw", "NA"),
-			filter("capacitystatus", "Used"),
-			filter("marketoption", "OnDemand"),
-		},
-		MaxResults: aws.Int32(100),
+		Filters:     filters,
+		MaxResults:  aws.Int32(100),
 	})
 	out := map[string]float64{}
 	for pages.HasMorePages() {
@@ -117,8 +124,14 @@ func parsePriceDocument(doc string) (string, float64, error) {
 // spotPrices reads the latest Linux spot price of every instance type in every zone, making
 // at most attempts of each request (0: the client's retryer decides).
 func spotPrices(ctx context.Context, client *ec2.Client, now time.Time, attempts int) (map[string]map[string]float64, error) {
+	return describeSpotPrices(ctx, client, now, attempts, "Linux/UNIX")
+}
+
+// describeSpotPrices reads the latest spot price of every instance type in every zone for
+// one product description (operating system).
+func describeSpotPrices(ctx context.Context, client *ec2.Client, now time.Time, attempts int, product string) (map[string]map[string]float64, error) {
 	pages := ec2.NewDescribeSpotPriceHistoryPaginator(client, &ec2.DescribeSpotPriceHistoryInput{
-		ProductDescriptions: []string{"Linux/UNIX"},
+		ProductDescriptions: []string{product},
 		StartTime:           aws.Time(now),
 		MaxResults:          aws.Int32(1000),
 	})

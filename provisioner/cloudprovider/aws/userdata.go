@@ -57,10 +57,12 @@ func userData(family string, b bootstrap) (string, error) {
 		return al2UserData(b)
 	case familyBottlerocket:
 		return bottlerocketUserData(b)
+	case familyWindows2019, familyWindows2022:
+		return windowsUserData(b), nil
 	case familyCustom:
 		return base64.StdEncoding.EncodeToString([]byte(b.custom)), nil
 	}
-	return "", fmt.Errorf("unknown AMI family %q: use AL2023, AL2, Bottlerocket or Custom", family)
+	return "", fmt.Errorf("unknown AMI family %q: use AL2023, AL2, Bottlerocket, Windows2019, Windows2022 or Custom", family)
 }
 
 // nodeConfig is the subset of the AL2023 nodeadm NodeConfig (node.eks.aws/v1alpha1) Tailor

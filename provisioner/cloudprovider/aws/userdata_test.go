@@ -124,6 +124,22 @@ enabled = true
 			}),
 		},
 		{
+			name:   "Windows2022: the node class's PowerShell, then Start-EKSBootstrap.ps1 with the NodeClaim and kubelet settings",
+			family: familyWindows2022, golden: "windows2022-bootstrap.golden",
+			b: with(func(b *bootstrap) {
+				b.custom = "<powershell>\nSet-TimeZone -Id 'UTC'\n</powershell>\n"
+				b.cluster.Name = "prod's"
+			}),
+		},
+		{
+			name:   "Windows2019: 2Gi system-reserved memory, cluster DNS from the service CIDR and max pods left to the bootstrap",
+			family: familyWindows2019, golden: "windows2019-defaults.golden",
+			b: with(func(b *bootstrap) {
+				b.kubelet = nil
+				b.cluster.ServiceCIDR = "172.20.0.0/16"
+			}),
+		},
+		{
 			name:   "Custom: the node class's user data alone, unchanged",
 			family: familyCustom, golden: "custom.golden",
 			b: with(func(b *bootstrap) { b.custom = "#!/bin/bash\n/opt/bootstrap --cluster prod\n" }),
@@ -172,8 +188,8 @@ func TestUserDataErrors(t *testing.T) {
 			wantErr: "reading userData as Bottlerocket TOML: kubernetes is a int64, not a table",
 		},
 		{
-			name: "an unknown family", family: "Windows2022",
-			wantErr: `unknown AMI family "Windows2022": use AL2023, AL2, Bottlerocket or Custom`,
+			name: "an unknown family", family: "Windows2025",
+			wantErr: `unknown AMI family "Windows2025": use AL2023, AL2, Bottlerocket, Windows2019, Windows2022 or Custom`,
 		},
 	}
 	for _, tt := range tests {

@@ -29,7 +29,7 @@ type EC2NodeClass struct {
 //
 // +kubebuilder:validation:XValidation:message="set exactly one of role or instanceProfile",rule="(has(self.role) && !has(self.instanceProfile)) || (!has(self.role) && has(self.instanceProfile))"
 // +kubebuilder:validation:XValidation:message="switching between role and instanceProfile is not supported: create a new EC2NodeClass instead",rule="(has(oldSelf.role) && has(self.role)) || (has(oldSelf.instanceProfile) && has(self.instanceProfile))"
-// +kubebuilder:validation:XValidation:message="amiFamily is required when amiSelectorTerms has no alias: set amiFamily (AL2023, AL2, Bottlerocket or Custom)",rule="self.amiSelectorTerms.exists(x, has(x.alias)) || has(self.amiFamily)"
+// +kubebuilder:validation:XValidation:message="amiFamily is required when amiSelectorTerms has no alias: set amiFamily (AL2023, AL2, Bottlerocket, Windows2019, Windows2022 or Custom)",rule="self.amiSelectorTerms.exists(x, has(x.alias)) || has(self.amiFamily)"
 type EC2NodeClassSpec struct {
 	// SubnetSelectorTerms select the subnets nodes may launch in; terms are ORed.
 	// +kubebuilder:validation:XValidation:message="subnetSelectorTerms needs at least one term",rule="self.size() != 0"
@@ -56,9 +56,10 @@ type EC2NodeClassSpec struct {
 	// +kubebuilder:validation:MaxItems:=30
 	// +required
 	AMISelectorTerms []AMISelectorTerm `json:"amiSelectorTerms"`
-	// AMIFamily selects the bootstrap format (AL2, AL2023, Bottlerocket or Custom). It is
-	// inferred from an alias term and required otherwise.
-	// +kubebuilder:validation:Enum:={AL2,AL2023,Bottlerocket,Custom}
+	// AMIFamily selects the bootstrap format (AL2, AL2023, Bottlerocket, Windows2019,
+	// Windows2022 or Custom). It is inferred from an alias term and required otherwise.
+	// Windows families launch amd64 Windows Server nodes, bootstrapped by PowerShell.
+	// +kubebuilder:validation:Enum:={AL2,AL2023,Bottlerocket,Windows2019,Windows2022,Custom}
 	// +optional
 	AMIFamily *string `json:"amiFamily,omitempty"`
 	// UserData is merged with the bootstrap Tailor generates for the AMI family.
@@ -147,9 +148,12 @@ type SecurityGroupSelectorTerm struct {
 
 // AMISelectorTerm selects AMIs by alias, id, name (and owner), tags or an SSM parameter.
 type AMISelectorTerm struct {
-	// Alias is family@version: al2023@latest, al2@latest, bottlerocket@latest or a pinned version.
+	// Alias is family@version: al2023@latest, al2@latest, bottlerocket@latest or a pinned
+	// version of them, or windows2019@latest or windows2022@latest (EKS publishes only the
+	// latest Windows AMIs).
 	// +kubebuilder:validation:XValidation:message="alias must look like family@version, for example al2023@latest",rule="self.matches('^[a-zA-Z0-9]+@.+$')"
-	// +kubebuilder:validation:XValidation:message="alias family must be al2023, al2 or bottlerocket",rule="self.split('@')[0] in ['al2','al2023','bottlerocket']"
+	// +kubebuilder:validation:XValidation:message="alias family must be al2023, al2, bottlerocket, windows2019 or windows2022",rule="self.split('@')[0] in ['al2','al2023','bottlerocket','windows2019','windows2022']"
+	// +kubebuilder:validation:XValidation:message="a Windows alias takes only the version latest (EKS publishes no pinned Windows releases): write windows2019@latest or windows2022@latest",rule="!self.startsWith('windows') || self.endsWith('@latest')"
 	// +kubebuilder:validation:MaxLength=30
 	// +optional
 	Alias string `json:"alias,omitempty"`

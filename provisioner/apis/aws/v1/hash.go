@@ -15,6 +15,8 @@ const (
 	AMIFamilyAL2023       = "AL2023"
 	AMIFamilyAL2          = "AL2"
 	AMIFamilyBottlerocket = "Bottlerocket"
+	AMIFamilyWindows2019  = "Windows2019"
+	AMIFamilyWindows2022  = "Windows2022"
 	AMIFamilyCustom       = "Custom"
 )
 
@@ -70,6 +72,10 @@ func (in *EC2NodeClass) AliasFamily() string {
 			family = AMIFamilyAL2
 		case "bottlerocket":
 			family = AMIFamilyBottlerocket
+		case "windows2019":
+			family = AMIFamilyWindows2019
+		case "windows2022":
+			family = AMIFamilyWindows2022
 		}
 	}
 	return family

@@ -13,6 +13,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -165,7 +166,12 @@ func (t *Table) NodeCosts(class *awsv1.EC2NodeClass, subnetMapsPublicIPv4 bool) 
 func (t *Table) volumes(class *awsv1.EC2NodeClass) float64 {
 	total := 0.0
 	if len(class.Spec.BlockDeviceMappings) == 0 {
-		defaults, ok := t.DefaultBlockDeviceMappings[class.ResolvedAMIFamily()]
+		family := class.ResolvedAMIFamily()
+		if strings.HasPrefix(family, "Windows") {
+			// Windows2019 and Windows2022 AMIs have the same root volume.
+			family = "Windows"
+		}
+		defaults, ok := t.DefaultBlockDeviceMappings[family]
 		if !ok {
 			defaults = t.DefaultBlockDeviceMappings[awsv1.AMIFamilyAL2023]
 		}

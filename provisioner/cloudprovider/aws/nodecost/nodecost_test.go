@@ -58,6 +58,16 @@ func TestNodeCosts(t *testing.T) {
 			want:  cloudprovider.NodeCosts{Volumes: perHour(24 * 0.08)},
 		},
 		{
+			name:  "Windows2022 gets the Windows AMIs' 50Gi gp3 root volume",
+			class: class("windows2022@latest", nil),
+			want:  cloudprovider.NodeCosts{Volumes: perHour(50 * 0.08)},
+		},
+		{
+			name:  "Windows2019 the same",
+			class: class("windows2019@latest", nil),
+			want:  cloudprovider.NodeCosts{Volumes: perHour(50 * 0.08)},
+		},
+		{
 			name: "mappings replace the family's default",
 			class: class("al2023@latest", func(s *awsv1.EC2NodeClassSpec) {
 				s.BlockDeviceMappings = []*awsv1.BlockDeviceMapping{ebs("gp2", "100Gi", nil, nil)}

@@ -205,16 +205,10 @@ func rules(overlays []v1alpha1.NodeOverlay) []rule {
 func applyType(rules []rule, nodePool string, it *cloudprovider.InstanceType, conflicts map[[3]string]Conflict, clamped map[[2]string]Clamp) *cloudprovider.InstanceType {
 	labelsOf := func(o cloudprovider.Offering) func(string) (string, bool) {
 		return func(key string) (string, bool) {
-			switch key {
-			case corev1.LabelTopologyZone:
-				return o.Zone, true
-			case karpv1.CapacityTypeLabelKey:
-				return o.CapacityType, true
-			case karpv1.NodePoolLabelKey:
+			if key == karpv1.NodePoolLabelKey {
 				return nodePool, true
 			}
-			v, ok := it.Labels[key]
-			return v, ok
+			return it.Label(o, key)
 		}
 	}
 	var offerings []cloudprovider.Offering

@@ -359,6 +359,10 @@ const (
 	ConditionTypeAMIsReady            = "AMIsReady"
 	ConditionTypeInstanceProfileReady = "InstanceProfileReady"
 	ConditionTypeReady                = "Ready"
+	// ConditionTypeCapacityReservationsReady is false while a capacityReservationSelectorTerm
+	// matches no active reservation. It never makes the class not Ready: reservations are
+	// optional, and the class launches on-demand and spot without them.
+	ConditionTypeCapacityReservationsReady = "CapacityReservationsReady"
 )
 
 // EC2NodeClassStatus is what the selectors resolved to.
@@ -378,7 +382,8 @@ type EC2NodeClassStatus struct {
 	// InstanceProfile used by the nodes.
 	// +optional
 	InstanceProfile string `json:"instanceProfile,omitempty"`
-	// Conditions (SubnetsReady, SecurityGroupsReady, AMIsReady, InstanceProfileReady, Ready).
+	// Conditions (SubnetsReady, SecurityGroupsReady, AMIsReady, InstanceProfileReady,
+	// CapacityReservationsReady, Ready).
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }

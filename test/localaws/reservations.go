@@ -128,39 +128,48 @@ func (s *Server) AddCapacityReservation(spec CapacityReservationSpec) (CapacityR
 		r.tags = append(r.tags, tag{key: k, value: v})
 	}
 	r.tags = sortedTags(r.tags...)
-	switch {
-	case !reservationIDPattern.MatchString(r.id):
-		return CapacityReservationSummary{}, fmt.Errorf("id %q must be cr- and 17 hexadecimal digits", r.id)
-	case s.reservationByID(r.id) != nil:
-		return CapacityReservationSummary{}, fmt.Errorf("capacity reservation %s exists already", r.id)
-	case s.typesByName[r.instanceType] == nil:
-		return CapacityReservationSummary{}, fmt.Errorf("instanceType %q is not in the catalog", r.instanceType)
-	case r.total < 1:
-		return CapacityReservationSummary{}, fmt.Errorf("count must be at least 1, not %d", r.total)
-	case r.matchCriteria != matchCriteriaOpen && r.matchCriteria != matchCriteriaTargeted:
-		return CapacityReservationSummary{}, fmt.Errorf("instanceMatchCriteria must be open or targeted, not %q", r.matchCriteria)
-	case r.kind != reservationTypeDefault && r.kind != reservationTypeCapacityBlock:
-		return CapacityReservationSummary{}, fmt.Errorf("reservationType must be default or capacity-block, not %q", r.kind)
-	case r.kind == reservationTypeCapacityBlock && r.end.IsZero():
-		return CapacityReservationSummary{}, fmt.Errorf("a capacity block needs an end")
-	case !r.end.IsZero() && !r.end.After(r.start):
-		return CapacityReservationSummary{}, fmt.Errorf("end %s must be after start %s", r.end.Format(time.RFC3339), r.start.Format(time.RFC3339))
-	}
-	found := false
-	for _, z := range s.zones {
-		if z.name == spec.Zone {
-			r.zone, found = z, true
-		}
-	}
-	if !found {
-		return CapacityReservationSummary{}, fmt.Errorf("zone %q is not a zone of the region", spec.Zone)
-	}
-	if _, _, sold := offeringPrice(s.typesByName[r.instanceType], r.zone.name, capacityOnDemand); !sold {
-		return CapacityReservationSummary{}, fmt.Errorf("%s is not sold in %s", r.instanceType, r.zone.name)
+	if err := s.checkReservation(r, spec.Zone); err != nil {
+		return CapacityReservationSummary{}, err
 	}
 	s.reservations = append(s.reservations, r)
 	s.logger.V(2).Info("Added capacity reservation", "capacityReservation", r.id, "instanceType", r.instanceType, "zone", r.zone.name, "count", r.total)
 	return s.reservationSummary(r, now), nil
+}
+
+// checkReservation refuses a reservation EC2 could not have, and sets its zone. s.mu must
+// be held.
+func (s *Server) checkReservation(r *capacityReservation, zoneName string) error {
+	switch {
+	case !reservationIDPattern.MatchString(r.id):
+		return fmt.Errorf("id %q must be cr- and 17 hexadecimal digits", r.id)
+	case s.reservationByID(r.id) != nil:
+		return fmt.Errorf("capacity reservation %s exists already", r.id)
+	case s.typesByName[r.instanceType] == nil:
+		return fmt.Errorf("instanceType %q is not in the catalog", r.instanceType)
+	case r.total < 1:
+		return fmt.Errorf("count must be at least 1, not %d", r.total)
+	case r.matchCriteria != matchCriteriaOpen && r.matchCriteria != matchCriteriaTargeted:
+		return fmt.Errorf("instanceMatchCriteria must be open or targeted, not %q", r.matchCriteria)
+	case r.kind != reservationTypeDefault && r.kind != reservationTypeCapacityBlock:
+		return fmt.Errorf("reservationType must be default or capacity-block, not %q", r.kind)
+	case r.kind == reservationTypeCapacityBlock && r.end.IsZero():
+		return fmt.Errorf("a capacity block needs an end")
+	case !r.end.IsZero() && !r.end.After(r.start):
+		return fmt.Errorf("end %s must be after start %s", r.end.Format(time.RFC3339), r.start.Format(time.RFC3339))
+	}
+	found := false
+	for _, z := range s.zones {
+		if z.name == zoneName {
+			r.zone, found = z, true
+		}
+	}
+	if !found {
+		return fmt.Errorf("zone %q is not a zone of the region", zoneName)
+	}
+	if _, _, sold := offeringPrice(s.typesByName[r.instanceType], r.zone.name, capacityOnDemand); !sold {
+		return fmt.Errorf("%s is not sold in %s", r.instanceType, r.zone.name)
+	}
+	return nil
 }
 
 // CapacityReservations lists the capacity reservations, in the order they were added.

@@ -265,6 +265,16 @@ func TestLaunchesTakeAndGiveBackReservedCapacity(t *testing.T) {
 	targetedIDs := launchedIDs(out)
 	require.Equal(t, []string{crTargeted, crTargeted}, h.reservationsOf(t, targetedIDs))
 	require.Equal(t, int32(0), h.available(t, crTargeted))
+	resp, err := http.Get(h.url + "/_admin/capacity-reservations")
+	require.NoError(t, err)
+	var listed []CapacityReservationSummary
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&listed))
+	resp.Body.Close()
+	availableByID := map[string]int{}
+	for _, r := range listed {
+		availableByID[r.ID] = r.Available
+	}
+	require.Equal(t, map[string]int{crOpen: 2, crTargeted: 0, crShared: 4, crBlock: 1}, availableByID)
 
 	// A full targeted reservation refuses the launch outright.
 	out, err = h.ec2.CreateFleet(h.ctx, fleetInput("targeted", ec2types.DefaultTargetCapacityTypeOnDemand, 1, override("m5.large", subnets["us-east-1b"])))

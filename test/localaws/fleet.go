@@ -518,6 +518,10 @@ func (s *Server) launchInstance(c fleetCandidate, capacityType string, req fleet
 	}
 	if reservation != nil {
 		i.capacityReservationID = reservation.id
+		if reservation.kind == reservationTypeCapacityBlock {
+			// availableAt took no launch past this moment, so it is still to come.
+			s.terminateAt(i.id, reservation.end.Add(-capacityBlockTerminationLead))
+		}
 	}
 	i.pendingFor, i.bootFor, i.neverRegister = s.launchTiming()
 	if capacityType == capacitySpot {

@@ -21,6 +21,9 @@ const (
 	// codeReservationCapacityExceeded is EC2's error for a launch that targets a reservation
 	// with no instance left.
 	codeReservationCapacityExceeded = "ReservationCapacityExceeded"
+	// capacityBlockTerminationLead is how long before a capacity block ends EC2 begins to
+	// terminate its instances (it warns ten minutes before that).
+	capacityBlockTerminationLead = 30 * time.Minute
 )
 
 var reservationIDPattern = regexp.MustCompile(`^cr-[0-9a-f]{17}$`)
@@ -79,9 +82,13 @@ func (r *capacityReservation) stateAt(now time.Time) string {
 	}
 }
 
-// availableAt is how many more instances the reservation takes now. s.mu must be held.
+// availableAt is how many more instances the reservation takes now: none once a capacity
+// block's instances are being terminated. s.mu must be held.
 func (s *Server) availableAt(r *capacityReservation, now time.Time) int {
 	if r.stateAt(now) != reservationStateActive {
+		return 0
+	}
+	if r.kind == reservationTypeCapacityBlock && !now.Before(r.end.Add(-capacityBlockTerminationLead)) {
 		return 0
 	}
 	used := 0

@@ -325,3 +325,29 @@ func TestReservedCapacityLaunchesWhereThePoolHasNone(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, fleetSummary{Launched: []string{"m5.large@us-east-1b on-demand x1"}}, summarizeFleet(out))
 }
+
+func TestCapacityBlockInstancesAreTerminatedHalfAnHourBeforeTheBlockEnds(t *testing.T) {
+	h := newHarness(t, Options{})
+	seedReservations(t, h)
+	h.reservationLaunchTemplate(t, "block", h.imageID(t, al2023X86Parameter), crBlock, "")
+	out, err := h.ec2.CreateFleet(h.ctx, fleetInput("block", ec2types.DefaultTargetCapacityTypeOnDemand, 1, override("c5.large", h.subnets(t)["us-east-1d"])))
+	require.NoError(t, err)
+	ids := launchedIDs(out)
+	require.Equal(t, []string{crBlock}, h.reservationsOf(t, ids))
+	state := func() ec2types.InstanceStateName {
+		described, err := h.ec2.DescribeInstances(h.ctx, &ec2.DescribeInstancesInput{InstanceIds: ids})
+		require.NoError(t, err)
+		return described.Reservations[0].Instances[0].State.Name
+	}
+
+	h.clock.Step(90*time.Minute - time.Second)
+	require.Equal(t, ec2types.InstanceStateNameRunning, state())
+	require.Equal(t, int32(0), h.available(t, crBlock))
+
+	h.clock.Step(time.Second)
+	require.Eventually(t, func() bool { return state() == ec2types.InstanceStateNameTerminated }, 5*time.Second, 10*time.Millisecond)
+	// The block takes no launch in its last half hour, though it is still active.
+	out, err = h.ec2.CreateFleet(h.ctx, fleetInput("block", ec2types.DefaultTargetCapacityTypeOnDemand, 1, override("c5.large", h.subnets(t)["us-east-1d"])))
+	require.NoError(t, err)
+	require.Equal(t, fleetSummary{Errors: []string{codeReservationCapacityExceeded + " c5.large@us-east-1d on-demand"}}, summarizeFleet(out))
+}

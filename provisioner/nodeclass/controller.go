@@ -135,6 +135,12 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 				Type: t, Status: metav1.ConditionTrue, Reason: "Resolved", ObservedGeneration: class.Generation,
 			})
 		}
+		// The resolver's own conditions report what is optional, such as a capacity
+		// reservation term that matches nothing; they leave Ready alone.
+		for _, cond := range resolved.Conditions {
+			cond.ObservedGeneration = class.Generation
+			meta.SetStatusCondition(&class.Status.Conditions, cond)
+		}
 	}
 	if !equality.Semantic.DeepEqual(before.Status, class.Status) {
 		if err := c.kube.Status().Patch(ctx, class, client.MergeFrom(before)); err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
@@ -231,4 +232,44 @@ func TestDeletingAClassKeepsTheInstanceProfileItNames(t *testing.T) {
 	require.True(t, f.profileExists(t, "users-profile"), "the instance profile the class names")
 	counts := f.endpoint.RequestCounts()
 	require.Zero(t, counts["DeleteInstanceProfile"]+counts["RemoveRoleFromInstanceProfile"], "IAM deletions for a class naming its instance profile")
+}
+
+func TestStatusListsTheClassCapacityReservationsAndReportsTermsThatMatchNothing(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	if _, err := f.endpoint.AddCapacityReservation(localaws.CapacityReservationSpec{
+		ID: "cr-0000000000000000a", InstanceType: "m5.large", Zone: "us-east-1a", Count: 2, InstanceMatchCriteria: "targeted", Tags: map[string]string{"team": "ml"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	class := ec2NodeClass("reserved")
+	class.Spec.CapacityReservationSelectorTerms = []awsv1.CapacityReservationSelectorTerm{
+		{Tags: map[string]string{"team": "ml"}},
+		{ID: "cr-0123456789abcdef0"},
+	}
+	require.NoError(t, kube.Create(ctx, class))
+	t.Cleanup(func() { _ = kube.Delete(context.Background(), class) })
+	eventually(t, "the status lists the reservation", func() bool {
+		return kube.Get(ctx, client.ObjectKeyFromObject(class), class) == nil && len(class.Status.CapacityReservations) == 1
+	})
+	require.Equal(t, []awsv1.CapacityReservation{{
+		ID: "cr-0000000000000000a", InstanceType: "m5.large", AvailabilityZone: "us-east-1a", OwnerID: "123456789012",
+		InstanceMatchCriteria: "targeted", ReservationType: "default", State: "active",
+	}}, class.Status.CapacityReservations)
+	require.True(t, meta.IsStatusConditionTrue(class.Status.Conditions, awsv1.ConditionTypeReady), "a term that matches nothing leaves the class Ready")
+	reservations := meta.FindStatusCondition(class.Status.Conditions, awsv1.ConditionTypeCapacityReservationsReady)
+	require.NotNil(t, reservations)
+	require.Equal(t, metav1.ConditionFalse, reservations.Status)
+	require.Equal(t, aws.ReasonCapacityReservationsUnmatched, reservations.Reason)
+	require.Contains(t, reservations.Message, "capacityReservationSelectorTerms[1] matched no active capacity reservation")
+	require.Equal(t, class.Generation, reservations.ObservedGeneration)
+
+	// Dropping the term that matched nothing clears the report.
+	class.Spec.CapacityReservationSelectorTerms = class.Spec.CapacityReservationSelectorTerms[:1]
+	require.NoError(t, kube.Update(ctx, class))
+	eventually(t, "the condition is true again", func() bool {
+		return kube.Get(ctx, client.ObjectKeyFromObject(class), class) == nil &&
+			meta.IsStatusConditionTrue(class.Status.Conditions, awsv1.ConditionTypeCapacityReservationsReady)
+	})
+	require.Len(t, class.Status.CapacityReservations, 1)
 }

@@ -96,6 +96,8 @@ func (s *Server) KillInstance(id string) error {
 //	GET /_admin/subnets                 the subnets and their free addresses (SubnetSummary)
 //	PATCH /_admin/subnets               set the addresses of the subnets sent ([]SubnetSize)
 //	GET /_admin/requests                requests received per action
+//	GET /_admin/capacity-reservations   the capacity reservations (CapacityReservationSummary)
+//	POST /_admin/capacity-reservations  add the CapacityReservationSpec sent
 //	DELETE /_admin/requests             reset those counts
 func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 	path := strings.TrimPrefix(r.URL.Path, adminPrefix)
@@ -135,6 +137,8 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		s.serveSubnets(w, r)
 	case path == "requests":
 		s.serveRequests(w, r)
+	case path == "capacity-reservations":
+		s.serveCapacityReservations(w, r)
 	case path == "healthz" || path == "instances" || path == "insufficient-capacity":
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 	default:

@@ -74,6 +74,10 @@ type fleetCandidate struct {
 	imageID      string
 	price        float64
 	priority     float64
+	// reservation is the capacity reservation an on-demand launch goes into, if any.
+	reservation *capacityReservation
+	// offeredOutsideReservations is whether the pool sells the type beyond the reservation.
+	offeredOutsideReservations bool
 }
 
 type createFleetResponse struct {
@@ -410,9 +414,18 @@ func (s *Server) checkOverride(cfg fleetConfig, o fleetOverride, capacityType st
 	zoneName := c.subnet.zone.name
 	price, offered, soldInZone := offeringPrice(c.instanceType, zoneName, capacityType)
 	pool := CapacityPool{InstanceType: typeName, Zone: zoneName, CapacityType: capacityType}
+	if soldInZone && capacityType == capacityOnDemand {
+		var rerr *apiError
+		if c.reservation, rerr = s.launchReservation(c, s.clock.Now()); rerr != nil {
+			return c, rerr
+		}
+	}
 	switch {
 	case !soldInZone:
 		return c, newAPIError(codeUnsupported, "Your requested instance type (%s) is not supported in your requested Availability Zone (%s).", typeName, zoneName)
+	case c.reservation != nil:
+		// Reserved capacity is there even when the pool has none to sell.
+		c.offeredOutsideReservations = offered && !s.insufficient[pool]
 	case !offered || s.insufficient[pool]:
 		if capacityType == capacitySpot {
 			return c, newAPIError(codeInsufficientCapacity, "There is no Spot capacity available that matches your request.")
@@ -473,6 +486,17 @@ func offeringPrice(t *catalog.InstanceType, zoneName, capacityType string) (floa
 // launchInstance creates one instance of a candidate. s.mu must be held.
 func (s *Server) launchInstance(c fleetCandidate, capacityType string, req fleetRequest, fleetID, reservationID string, now time.Time) (*instance, *apiError) {
 	sn := c.subnet
+	var reservation *capacityReservation
+	if capacityType == capacityOnDemand {
+		// Each instance takes a slot, so a reservation may fill up in the middle of a fleet.
+		var err *apiError
+		if reservation, err = s.launchReservation(c, now); err != nil {
+			return nil, err
+		}
+		if reservation == nil && c.reservation != nil && !c.offeredOutsideReservations {
+			return nil, newAPIError(codeInsufficientCapacity, "We currently do not have sufficient %s capacity in the Availability Zone you requested (%s).", c.instanceType.Name, sn.zone.name)
+		}
+	}
 	ip, ok := sn.takeAddress()
 	if !ok {
 		return nil, insufficientFreeAddresses(sn)
@@ -491,6 +515,13 @@ func (s *Server) launchInstance(c fleetCandidate, capacityType string, req fleet
 		privateDNS:    s.privateDNSName(ip.String()),
 		data:          c.lt.data,
 		launchedAt:    now,
+	}
+	if reservation != nil {
+		i.capacityReservationID = reservation.id
+		if reservation.kind == reservationTypeCapacityBlock {
+			// availableAt took no launch past this moment, so it is still to come.
+			s.terminateAt(i.id, reservation.end.Add(-capacityBlockTerminationLead))
+		}
 	}
 	i.pendingFor, i.bootFor, i.neverRegister = s.launchTiming()
 	if capacityType == capacitySpot {

@@ -37,10 +37,12 @@ type instance struct {
 	privateIP     string
 	privateDNS    string
 	spotRequestID string
-	data          launchTemplateData
-	tags          []tag
-	launchedAt    time.Time
-	terminatedAt  time.Time
+	// capacityReservationID is the capacity reservation the instance was launched into.
+	capacityReservationID string
+	data                  launchTemplateData
+	tags                  []tag
+	launchedAt            time.Time
+	terminatedAt          time.Time
 	// pendingFor and bootFor are the launch and boot delays in force at launch.
 	pendingFor, bootFor time.Duration
 	// neverRegister keeps the simulated kubelet from registering a Node.
@@ -143,6 +145,7 @@ type xmlInstance struct {
 	RootDeviceName        string              `xml:"rootDeviceName"`
 	InstanceLifecycle     string              `xml:"instanceLifecycle,omitempty"`
 	SpotInstanceRequestID string              `xml:"spotInstanceRequestId,omitempty"`
+	CapacityReservationID string              `xml:"capacityReservationId,omitempty"`
 	VirtualizationType    string              `xml:"virtualizationType"`
 	TagSet                []xmlTag            `xml:"tagSet>item"`
 	Hypervisor            string              `xml:"hypervisor"`
@@ -308,6 +311,7 @@ func (s *Server) toXMLInstance(i *instance, now time.Time) xmlInstance {
 		out.InstanceLifecycle = capacitySpot
 		out.SpotInstanceRequestID = i.spotRequestID
 	}
+	out.CapacityReservationID = i.capacityReservationID
 	if arn := profileARN(i.data.instanceProfile); arn != "" {
 		out.IamInstanceProfile = &xmlIAMProfile{Arn: arn, ID: "AIPA" + strings.ToUpper(hexDigits(17, arn))}
 	}

@@ -32,6 +32,10 @@ type launchTemplateData struct {
 	instanceProfile   instanceProfile
 	metadata          map[string]string
 	tagSpecifications []tagSpecification
+	// capacityReservationID is the reservation the template targets;
+	// capacityReservationPreference is open (the default), none or capacity-reservations-only.
+	capacityReservationID         string
+	capacityReservationPreference string
 }
 
 // blockDevice is a block device mapping of a launch template.
@@ -143,6 +147,17 @@ func parseLaunchTemplateData(p queryParams, prefix string) (launchTemplateData, 
 		},
 		securityGroupIDs: p.strs(prefix + ".SecurityGroupId"),
 		metadata:         map[string]string{},
+
+		capacityReservationID:         p.str(prefix + ".CapacityReservationSpecification.CapacityReservationTarget.CapacityReservationId"),
+		capacityReservationPreference: p.str(prefix + ".CapacityReservationSpecification.CapacityReservationPreference"),
+	}
+	switch d.capacityReservationPreference {
+	case "", "open", "none", "capacity-reservations-only":
+	default:
+		return d, invalidParameter("Invalid value '%s' for CapacityReservationPreference; use open, none or capacity-reservations-only.", d.capacityReservationPreference)
+	}
+	if d.capacityReservationID != "" && d.capacityReservationPreference != "" {
+		return d, newAPIError("InvalidParameterCombination", "CapacityReservationPreference and CapacityReservationTarget cannot both be set.")
 	}
 	if d.userData != "" {
 		if _, err := base64.StdEncoding.DecodeString(d.userData); err != nil {

@@ -119,6 +119,8 @@ func (s *Server) ec2Action(action string, p queryParams) (ec2Response, error) {
 		return s.describeInstances(p)
 	case "TerminateInstances":
 		return s.terminateInstances(p)
+	case "DescribeCapacityReservations":
+		return s.describeCapacityReservations(p)
 	case "CreateTags":
 		return s.createTags(p)
 	case "":

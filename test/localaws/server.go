@@ -120,6 +120,7 @@ type Server struct {
 	instances       []*instance
 	fleets          map[string]*fleetRecord
 	insufficient    map[CapacityPool]bool
+	reservations    []*capacityReservation
 	// launched counts the instances CreateFleet launched since the server started.
 	launched int
 

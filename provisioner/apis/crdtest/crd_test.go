@@ -278,6 +278,44 @@ func TestEC2NodeClassValidation(t *testing.T) {
 			wantErr: []string{"spec.subnetSelectorTerms", "each subnet selector term needs tags or id"},
 		},
 		{
+			name: "capacity reservations selected by id and by tags with an owner are accepted",
+			spec: "  role: r\n  amiSelectorTerms: [{alias: al2023@latest}]" + selectors + `
+  capacityReservationSelectorTerms:
+  - id: cr-56fac701cc1951b03
+  - tags: {application: foobar}
+    ownerID: "012345678901"`,
+		},
+		{
+			name:    "a capacity reservation selector term needs id or tags",
+			spec:    "  role: r\n  amiSelectorTerms: [{alias: al2023@latest}]" + selectors + "\n  capacityReservationSelectorTerms: [{ownerID: \"012345678901\"}]",
+			wantErr: []string{"spec.capacityReservationSelectorTerms", "each capacity reservation selector term needs id or tags"},
+		},
+		{
+			name:    "a capacity reservation selector term with id cannot also have tags",
+			spec:    "  role: r\n  amiSelectorTerms: [{alias: al2023@latest}]" + selectors + "\n  capacityReservationSelectorTerms: [{tags: {a: b}}, {id: cr-1, tags: {a: b}}]",
+			wantErr: []string{"spec.capacityReservationSelectorTerms", "a capacity reservation selector term with id cannot also have tags or ownerID: split it into two terms"},
+		},
+		{
+			name:    "a capacity reservation selector term with id cannot also have ownerID",
+			spec:    "  role: r\n  amiSelectorTerms: [{alias: al2023@latest}]" + selectors + "\n  capacityReservationSelectorTerms: [{id: cr-1, ownerID: \"012345678901\"}]",
+			wantErr: []string{"spec.capacityReservationSelectorTerms", "a capacity reservation selector term with id cannot also have tags or ownerID"},
+		},
+		{
+			name:    "a capacity reservation id looks like cr-...",
+			spec:    "  role: r\n  amiSelectorTerms: [{alias: al2023@latest}]" + selectors + "\n  capacityReservationSelectorTerms: [{id: sg-1}]",
+			wantErr: []string{"spec.capacityReservationSelectorTerms[0].id", "should match '^cr-[0-9a-z]+$'"},
+		},
+		{
+			name:    "an ownerID is a 12-digit account",
+			spec:    "  role: r\n  amiSelectorTerms: [{alias: al2023@latest}]" + selectors + "\n  capacityReservationSelectorTerms: [{tags: {a: b}, ownerID: \"1234\"}]",
+			wantErr: []string{"spec.capacityReservationSelectorTerms[0].ownerID", "should match '^[0-9]{12}$'"},
+		},
+		{
+			name:    "capacity reservation selector tags need values",
+			spec:    "  role: r\n  amiSelectorTerms: [{alias: al2023@latest}]" + selectors + "\n  capacityReservationSelectorTerms: [{tags: {a: \"\"}}]",
+			wantErr: []string{"spec.capacityReservationSelectorTerms[0].tags", "selector tags need non-empty keys and values"},
+		},
+		{
 			name:    "ownership tags are reserved",
 			spec:    "  role: r\n  amiSelectorTerms: [{alias: al2023@latest}]" + selectors + "\n  tags: {kubernetes.io/cluster/demo: owned}",
 			wantErr: []string{"spec.tags", "tag keys starting with kubernetes.io/cluster are set by Tailor"},

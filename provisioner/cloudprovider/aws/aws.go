@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/pricing"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -347,13 +348,17 @@ func (p *Provider) resolved(ctx context.Context, class *awsv1.EC2NodeClass) (*re
 }
 
 // ResolveNodeClass resolves the selectors of a node class into the status fields the
-// EC2NodeClass reports.
+// EC2NodeClass reports, with the conditions of what may resolve to nothing without making
+// the class not ready (capacity reservations).
 func (p *Provider) ResolveNodeClass(ctx context.Context, class *awsv1.EC2NodeClass) (awsv1.EC2NodeClassStatus, error) {
 	r, err := p.resolveClass(ctx, class)
 	if err != nil {
 		return awsv1.EC2NodeClassStatus{}, err
 	}
-	status := awsv1.EC2NodeClassStatus{Subnets: r.subnets, SecurityGroups: r.securityGroups}
+	status := awsv1.EC2NodeClassStatus{
+		Subnets: r.subnets, SecurityGroups: r.securityGroups, CapacityReservations: r.reservations.reservations,
+		Conditions: []metav1.Condition{r.reservations.condition()},
+	}
 	for _, arch := range []string{architectureAMD64, architectureARM64} {
 		if ami, ok := r.amis[arch]; ok {
 			status.AMIs = append(status.AMIs, ami)

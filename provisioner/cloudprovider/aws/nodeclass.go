@@ -36,6 +36,8 @@ type resolvedClass struct {
 	securityGroups []awsv1.SecurityGroup
 	// amis by Kubernetes architecture (amd64, arm64).
 	amis map[string]awsv1.AMI
+	// reservations are the capacity reservations the class selects.
+	reservations resolvedReservations
 
 	// publicIPv4 marks the subnets that map a public IPv4 address on launch, by id.
 	publicIPv4 map[string]bool
@@ -137,7 +139,13 @@ func (p *Provider) resolveClass(ctx context.Context, class *awsv1.EC2NodeClass) 
 			return nil, fmt.Errorf("resolving amiSelectorTerms: %w", err)
 		}
 	}
-	return &resolvedClass{family: family, subnets: subnets, securityGroups: groups, amis: amis, free: free, publicIPv4: public}, nil
+	var reservations resolvedReservations
+	if terms := class.Spec.CapacityReservationSelectorTerms; len(terms) > 0 {
+		if reservations, err = p.resolveCapacityReservations(ctx, terms, p.clock.Now()); err != nil {
+			return nil, fmt.Errorf("resolving capacityReservationSelectorTerms: %w", err)
+		}
+	}
+	return &resolvedClass{family: family, subnets: subnets, securityGroups: groups, amis: amis, reservations: reservations, free: free, publicIPv4: public}, nil
 }
 
 // amiFamily is the node class's amiFamily, or the family of its alias. An amiFamily that

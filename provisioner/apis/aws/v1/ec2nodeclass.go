@@ -46,6 +46,14 @@ type EC2NodeClassSpec struct {
 	// +kubebuilder:validation:MaxItems:=30
 	// +required
 	SecurityGroupSelectorTerms []SecurityGroupSelectorTerm `json:"securityGroupSelectorTerms"`
+	// CapacityReservationSelectorTerms select the EC2 capacity reservations (on-demand
+	// capacity reservations and capacity blocks) nodes of this class may use; terms are ORed.
+	// Active reservations they select are listed in status.capacityReservations.
+	// +kubebuilder:validation:XValidation:message="each capacity reservation selector term needs id or tags",rule="self.all(x, has(x.id) || has(x.tags))"
+	// +kubebuilder:validation:XValidation:message="a capacity reservation selector term with id cannot also have tags or ownerID: split it into two terms",rule="self.all(x, !has(x.id) || (!has(x.tags) && !has(x.ownerID)))"
+	// +kubebuilder:validation:MaxItems:=30
+	// +optional
+	CapacityReservationSelectorTerms []CapacityReservationSelectorTerm `json:"capacityReservationSelectorTerms,omitempty"`
 	// AMISelectorTerms select the AMI nodes boot; terms are ORed and the newest match per
 	// architecture wins. An alias ("al2023@latest") may not be combined with other terms.
 	// +kubebuilder:validation:XValidation:message="each AMI selector term needs one of alias, id, name, tags or ssmParameter",rule="self.all(x, has(x.tags) || has(x.id) || has(x.name) || has(x.alias) || has(x.ssmParameter))"
@@ -144,6 +152,25 @@ type SecurityGroupSelectorTerm struct {
 	// Name is the security group name.
 	// +optional
 	Name string `json:"name,omitempty"`
+}
+
+// CapacityReservationSelectorTerm selects capacity reservations by id, or by tags (all
+// must match) and optionally the account that owns them.
+type CapacityReservationSelectorTerm struct {
+	// Tags to match; "*" as a value matches any value.
+	// +kubebuilder:validation:XValidation:message="selector tags need non-empty keys and values (use \"*\" to match any value)",rule="self.all(k, k != '' && self[k] != '')"
+	// +kubebuilder:validation:MaxProperties:=20
+	// +optional
+	Tags map[string]string `json:"tags,omitempty"`
+	// ID is the capacity reservation id (cr-...).
+	// +kubebuilder:validation:Pattern:="^cr-[0-9a-z]+$"
+	// +optional
+	ID string `json:"id,omitempty"`
+	// OwnerID is the 12-digit account that owns the reservation (one shared with this
+	// account, say); only with tags.
+	// +kubebuilder:validation:Pattern:="^[0-9]{12}$"
+	// +optional
+	OwnerID string `json:"ownerID,omitempty"`
 }
 
 // AMISelectorTerm selects AMIs by alias, id, name (and owner), tags or an SSM parameter.
@@ -336,6 +363,10 @@ const (
 	ConditionTypeAMIsReady            = "AMIsReady"
 	ConditionTypeInstanceProfileReady = "InstanceProfileReady"
 	ConditionTypeReady                = "Ready"
+	// ConditionTypeCapacityReservationsReady is false while a capacityReservationSelectorTerm
+	// matches no active reservation. It never makes the class not Ready: reservations are
+	// optional, and the class launches on-demand and spot without them.
+	ConditionTypeCapacityReservationsReady = "CapacityReservationsReady"
 )
 
 // EC2NodeClassStatus is what the selectors resolved to.
@@ -349,10 +380,14 @@ type EC2NodeClassStatus struct {
 	// AMIs the selector terms resolved to, with the requirements each one serves.
 	// +optional
 	AMIs []AMI `json:"amis,omitempty"`
+	// CapacityReservations the selector terms resolved to: the active ones only.
+	// +optional
+	CapacityReservations []CapacityReservation `json:"capacityReservations,omitempty"`
 	// InstanceProfile used by the nodes.
 	// +optional
 	InstanceProfile string `json:"instanceProfile,omitempty"`
-	// Conditions (SubnetsReady, SecurityGroupsReady, AMIsReady, InstanceProfileReady, Ready).
+	// Conditions (SubnetsReady, SecurityGroupsReady, AMIsReady, InstanceProfileReady,
+	// CapacityReservationsReady, Ready).
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
@@ -391,6 +426,63 @@ type AMI struct {
 	// Requirements of the nodes this AMI boots.
 	// +required
 	Requirements []corev1.NodeSelectorRequirement `json:"requirements"`
+}
+
+// Capacity reservation types: an on-demand capacity reservation, or a capacity block
+// (reserved for a fixed period, its instances terminated before it ends).
+const (
+	CapacityReservationTypeDefault       = "default"
+	CapacityReservationTypeCapacityBlock = "capacity-block"
+)
+
+// Capacity reservation states in status: active, or expiring (a capacity block within
+// 40 minutes of its end, when EC2 warns that its instances will soon be
+// terminated).
+const (
+	CapacityReservationStateActive   = "active"
+	CapacityReservationStateExpiring = "expiring"
+)
+
+// Instance match criteria of a reservation: open (any matching on-demand launch uses it)
+// or targeted (only launches that name it do).
+const (
+	CapacityReservationInstanceMatchCriteriaOpen     = "open"
+	CapacityReservationInstanceMatchCriteriaTargeted = "targeted"
+)
+
+// CapacityReservation is a resolved capacity reservation.
+type CapacityReservation struct {
+	// ID of the capacity reservation.
+	// +kubebuilder:validation:Pattern:="^cr-[0-9a-z]+$"
+	// +required
+	ID string `json:"id"`
+	// InstanceType the reservation holds capacity for.
+	// +required
+	InstanceType string `json:"instanceType"`
+	// AvailabilityZone of the reservation.
+	// +required
+	AvailabilityZone string `json:"availabilityZone"`
+	// OwnerID is the account that owns the reservation.
+	// +kubebuilder:validation:Pattern:="^[0-9]{12}$"
+	// +required
+	OwnerID string `json:"ownerID"`
+	// InstanceMatchCriteria is open or targeted.
+	// +kubebuilder:validation:Enum:={open,targeted}
+	// +required
+	InstanceMatchCriteria string `json:"instanceMatchCriteria"`
+	// ReservationType is default or capacity-block.
+	// +kubebuilder:validation:Enum:={default,capacity-block}
+	// +kubebuilder:default=default
+	// +optional
+	ReservationType string `json:"reservationType,omitempty"`
+	// EndTime is when the reservation ends, if it has an end.
+	// +optional
+	EndTime *metav1.Time `json:"endTime,omitempty"`
+	// State is active or expiring.
+	// +kubebuilder:validation:Enum:={active,expiring}
+	// +kubebuilder:default=active
+	// +optional
+	State string `json:"state,omitempty"`
 }
 
 // EC2NodeClassList is a list of EC2NodeClasses.

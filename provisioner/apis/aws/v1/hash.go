@@ -31,13 +31,15 @@ const EC2NodeClassHashVersion = "v1"
 // instanceStorePolicy, detailedMonitoring, associatePublicIPAddress, metadataOptions,
 // context, and the AMI family the class resolves to (so that spelling out the family its
 // alias implies changes nothing). The selector terms are left out: what they select drifts
-// a node when it changes (AMIs, subnets, security groups), not the terms themselves.
+// a node when it changes (AMIs, subnets, security groups), not the terms themselves; a
+// node's capacity reservation is its own, not its class's.
 // Block device mappings count as a set keyed by device name.
 func (in *EC2NodeClass) Hash() string {
 	spec := in.Spec.DeepCopy()
 	spec.SubnetSelectorTerms = nil
 	spec.SecurityGroupSelectorTerms = nil
 	spec.AMISelectorTerms = nil
+	spec.CapacityReservationSelectorTerms = nil
 	spec.AMIFamily = ptr.To(in.ResolvedAMIFamily())
 	slices.SortStableFunc(spec.BlockDeviceMappings, func(a, b *BlockDeviceMapping) int {
 		return cmp.Compare(ptr.Deref(a.DeviceName, ""), ptr.Deref(b.DeviceName, ""))

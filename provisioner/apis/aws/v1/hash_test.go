@@ -31,6 +31,7 @@ func TestEC2NodeClassHashCountsOnlyStaticFields(t *testing.T) {
 			s.AMISelectorTerms = []AMISelectorTerm{{Alias: "al2023@v20250101"}}
 			s.SubnetSelectorTerms = []SubnetSelectorTerm{{ID: "subnet-1"}}
 			s.SecurityGroupSelectorTerms = []SecurityGroupSelectorTerm{{ID: "sg-1"}}
+			s.CapacityReservationSelectorTerms = []CapacityReservationSelectorTerm{{ID: "cr-1"}}
 		}, same: true},
 		{name: "amiFamily the alias implies", change: func(s *EC2NodeClassSpec) { s.AMIFamily = ptr.To(AMIFamilyAL2023) }, same: true},
 		{name: "block device mappings reordered", change: func(s *EC2NodeClassSpec) {

@@ -22,6 +22,8 @@ const (
 
 	CapacityTypeSpot     = "spot"
 	CapacityTypeOnDemand = "on-demand"
+	// CapacityTypeReserved is capacity launched into an EC2 capacity reservation.
+	CapacityTypeReserved = "reserved"
 )
 
 // Annotations.
@@ -87,6 +89,10 @@ const (
 	InstanceAcceleratorMfrLabelKey      = awsGroup + "/instance-accelerator-manufacturer"
 	InstanceCapabilityFlexLabelKey      = awsGroup + "/instance-capability-flex"
 	EC2NodeClassLabelKey                = awsGroup + "/ec2nodeclass"
+	// CapacityReservationIDLabelKey is the id of the capacity reservation a reserved node
+	// runs in; CapacityReservationTypeLabelKey its type, default or capacity-block.
+	CapacityReservationIDLabelKey   = awsGroup + "/capacity-reservation-id"
+	CapacityReservationTypeLabelKey = awsGroup + "/capacity-reservation-type"
 	// ZoneIDLabelKey is the ID of the node's availability zone (use1-az1), the same physical
 	// zone in every account, where zone names are shuffled per account.
 	ZoneIDLabelKey = "topology.k8s.aws/zone-id"

@@ -4,6 +4,8 @@ SHELL := /usr/bin/env bash
 DIR ?= .local
 FUZZTIME ?= 30s
 # Images are tagged with the chart's appVersion, the tag the chart deploys by default.
+# The Go toolchain that builds and tests Tailor: go.mod's toolchain line (hack/lib.sh does the same).
+export GOTOOLCHAIN := $(shell awk '/^toolchain /{print $$2}' go.mod)
 IMAGE_TAG ?= $(shell awk '/^appVersion:/ {gsub(/"/, "", $$2); print $$2}' manifests/charts/tailor/Chart.yaml)
 
 .PHONY: help
@@ -94,7 +96,7 @@ images: ## Build the tailor-scheduler and tailor-provisioner images (images/*/Do
 	  echo "images: SKIPPED: docker is not installed or its daemon is not reachable"; \
 	else \
 	  set -e; for b in tailor-scheduler tailor-provisioner; do \
-	    docker build -f images/$$b/Dockerfile --build-arg GO_VERSION=$$(awk '/^go /{print $$2}' go.mod) \
+	    docker build -f images/$$b/Dockerfile --build-arg GO_VERSION=$(GOTOOLCHAIN:go%=%) \
 	      -t $$b:$(IMAGE_TAG) . ; \
 	  done; \
 	fi

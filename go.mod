@@ -2,6 +2,8 @@ module github.com/tailor-autoscaler/tailor
 
 go 1.26.0
 
+toolchain go1.27.3
+
 replace (
 	k8s.io/api => k8s.io/api v0.34.10
 	k8s.io/apiextensions-apiserver => k8s.io/apiextensions-apiserver v0.34.10

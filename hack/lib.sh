@@ -8,6 +8,10 @@ TAILOR_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # Built binaries and tools are cached outside the checkout, keyed by version, so that a
 # fresh clone on a machine that built them before starts in seconds.
 TAILOR_CACHE=${TAILOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tailor}
+# Tailor is built with the Go toolchain go.mod's toolchain line names, which the go command
+# fetches from the module proxy once (a machine's own Go ignores that line by default).
+GOTOOLCHAIN=$(awk '/^toolchain /{print $2}' "$TAILOR_ROOT/go.mod")
+export GOTOOLCHAIN
 GO_VERSION=$(go env GOVERSION)
 
 # Pinned tool versions. Kubernetes itself is pinned by go.mod.

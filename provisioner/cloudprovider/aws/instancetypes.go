@@ -158,7 +158,8 @@ func newInstanceType(e *catalogEntry, class *awsv1.EC2NodeClass, zones map[strin
 	if n := efaInterfaces(info); n > 0 {
 		it.Capacity[ResourceEFA] = *resource.NewQuantity(n, resource.DecimalSI)
 	}
-	if n := catalog.BranchInterfaces(name); n > 0 {
+	// Security groups for pods are for Linux nodes only.
+	if n := catalog.BranchInterfaces(name); n > 0 && build == "" {
 		it.Capacity[ResourcePodENI] = *resource.NewQuantity(int64(n), resource.DecimalSI)
 	}
 	it.Overhead = overhead(vcpus, pods, it.Capacity[corev1.ResourceMemory], it.Capacity[corev1.ResourceEphemeralStorage], class.Spec.Kubelet)

@@ -145,6 +145,7 @@ func TestPodCapacityOfENIsPrefixDelegationAndTrunking(t *testing.T) {
 		prefixDelegation bool
 		reservedENIs     int64
 		kubelet          *awsv1.KubeletConfiguration
+		windows          bool
 		want             capacity
 	}{
 		{name: "a Nitro type without prefixes: ENIs × (IPs − 1) + 2", instanceType: "m5.large", want: capacity{Pods: 29, PodENI: 9}},
@@ -156,6 +157,8 @@ func TestPodCapacityOfENIsPrefixDelegationAndTrunking(t *testing.T) {
 		{name: "bare metal takes prefixes", instanceType: "m5.metal", prefixDelegation: true, want: capacity{Pods: 250, PodENI: 120}},
 		{name: "a Xen type takes no prefixes and has no trunking", instanceType: "m4.large", prefixDelegation: true, want: capacity{Pods: 20}},
 		{name: "a burstable Nitro type has no trunking", instanceType: "t3.nano", want: capacity{Pods: 4}},
+		{name: "a Windows node takes no prefixes and no security groups for pods", instanceType: "m5.large", prefixDelegation: true, windows: true,
+			want: capacity{Pods: 9}},
 		{name: "kubelet maxPods wins over prefixes", instanceType: "m5.large", prefixDelegation: true,
 			kubelet: &awsv1.KubeletConfiguration{MaxPods: ptr.To[int32](50)}, want: capacity{Pods: 50, PodENI: 9}},
 		{name: "podsPerCore bounds prefixes", instanceType: "m5.large", prefixDelegation: true,
@@ -168,7 +171,12 @@ func TestPodCapacityOfENIsPrefixDelegationAndTrunking(t *testing.T) {
 				t.Fatalf("%s is not in the catalog", tt.instanceType)
 			}
 			settings := overheadSettings{vmMemoryOverheadPercent: defaultVMMemoryOverheadPercent, reservedENIs: tt.reservedENIs, prefixDelegation: tt.prefixDelegation}
-			it := newInstanceType(e, &awsv1.EC2NodeClass{Spec: awsv1.EC2NodeClassSpec{Kubelet: tt.kubelet}}, nil, &priceBook{}, settings)
+			class := &awsv1.EC2NodeClass{}
+			if tt.windows {
+				class = windowsClass(nil, awsv1.AMISelectorTerm{Alias: "windows2022@latest"})
+			}
+			class.Spec.Kubelet = tt.kubelet
+			it := newInstanceType(e, class, nil, &priceBook{}, settings)
 			got := capacity{Pods: ptr.To(it.Capacity[corev1.ResourcePods]).Value()}
 			if q, ok := it.Capacity[ResourcePodENI]; ok {
 				got.PodENI = q.Value()

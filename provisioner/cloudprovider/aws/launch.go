@@ -572,8 +572,8 @@ type knownTemplate struct {
 }
 
 // ensureLaunchTemplate returns the name and id of the NodeClaim's launch template for this
-// key (architecture, max pods) and capacity type, creating the template when EC2 does not have it. One the
-// provider knows exists is used without asking AWS; the instance profile it names is made
+// key (architecture, max pods) and capacity type, creating the template when EC2 does not
+// have it. One the provider knows exists is used without asking AWS; the instance profile it names is made
 // sure of only when the template is created.
 func (p *Provider) ensureLaunchTemplate(ctx context.Context, nodeClaim *karpv1.NodeClaim, class *awsv1.EC2NodeClass, resolved *resolvedClass, key templateKey, capacityType string) (string, string, error) {
 	name, spec, err := p.launchTemplate(nodeClaim, class, resolved, key, capacityType)

@@ -34,6 +34,7 @@ func BindFlags(fs *flag.FlagSet) *Options {
 	fs.StringVar(&opts.AWSEndpointURL, "aws-endpoint-url", "", "Endpoint of every AWS service (for a local EC2-compatible endpoint); AWS_ENDPOINT_URL_<SERVICE> also works.")
 	fs.Float64Var(&opts.VMMemoryOverheadPercent, "vm-memory-overhead-percent", 0.075, "Fraction of an instance's memory the kubelet does not see (env VM_MEMORY_OVERHEAD_PERCENT).")
 	fs.IntVar(&opts.ReservedENIs, "reserved-enis", 0, "Network interfaces per node kept from pods (env RESERVED_ENIS).")
+	fs.BoolVar(&opts.PrefixDelegation, "vpc-prefix-delegation", false, "The VPC CNI assigns /28 prefixes to ENIs: Nitro types hold ENIs × (IPv4 per ENI − 1) × 16 + 2 pods, at most 110 below 30 vCPUs and 250 from there, and nodes are launched with that max pods (env ENABLE_PREFIX_DELEGATION, as the VPC CNI names it).")
 	fs.DurationVar(&opts.UnavailableOfferingsTTL, "unavailable-offerings-ttl", aws.DefaultUnavailableOfferingsTTL, "How long an offering (instance type, zone, capacity type) that reported a capacity error is kept from planning and launches.")
 	fs.DurationVar(&opts.DisruptionInterval, "disruption-interval", 10*time.Second, "Time between passes that look for nodes to replace (drift), remove (empty) or consolidate.")
 	fs.Float64Var(&opts.SpotToSpotSavings, "spot-to-spot-savings", disruption.DefaultOptions.SpotToSpotSavings, "Least fraction of price a spot replacement of spot nodes must save, so consolidation does not churn spot capacity for pennies (with the SpotToSpotConsolidation feature gate).")
@@ -83,6 +84,7 @@ var Environment = []EnvSetting{
 	{Env: "ISOLATED_VPC", Flag: "isolated-vpc", Form: "true or false"},
 	{Env: "INTERRUPTION_QUEUE", Flag: "interruption-queue", Form: "an SQS queue name or URL"},
 	{Env: "RESERVED_ENIS", Flag: "reserved-enis", Form: "a whole number such as 1"},
+	{Env: "ENABLE_PREFIX_DELEGATION", Flag: "vpc-prefix-delegation", Form: "true or false"},
 	{Env: "VM_MEMORY_OVERHEAD_PERCENT", Flag: "vm-memory-overhead-percent", Form: "a fraction such as 0.075"},
 	{Env: "BATCH_IDLE_DURATION", Flag: "batch-idle-duration", Form: "a duration such as 1s"},
 	{Env: "BATCH_MAX_DURATION", Flag: "batch-max-duration", Form: "a duration such as 10s"},

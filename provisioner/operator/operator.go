@@ -100,6 +100,8 @@ type Options struct {
 	// VMMemoryOverheadPercent and ReservedENIs shape instance capacity.
 	VMMemoryOverheadPercent float64
 	ReservedENIs            int
+	// PrefixDelegation says the VPC CNI assigns prefixes (ENABLE_PREFIX_DELEGATION).
+	PrefixDelegation bool
 	// UnavailableOfferingsTTL is how long an offering that ran out of capacity is avoided.
 	UnavailableOfferingsTTL time.Duration
 	// MetricsAddr and HealthAddr are the listen addresses of metrics and health probes.
@@ -559,6 +561,7 @@ func newProvider(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, opts O
 		KubernetesVersion:       version.Major + "." + trimPlus(version.Minor),
 		VMMemoryOverheadPercent: opts.VMMemoryOverheadPercent,
 		ReservedENIs:            opts.ReservedENIs,
+		PrefixDelegation:        opts.PrefixDelegation,
 		UnavailableOfferingsTTL: opts.UnavailableOfferingsTTL,
 		IsolatedVPC:             opts.IsolatedVPC,
 	}, clients, mgr.GetClient(), mgr.GetClient(), clk)

@@ -100,7 +100,7 @@ func TestClientsShareOneRateLimitAndTheLeaseClientHasItsOwn(t *testing.T) {
 func TestKarpenterEnvironmentSetsFlagsNotGiven(t *testing.T) {
 	type settings struct {
 		ClusterName, ClusterEndpoint, InterruptionQueue string
-		IsolatedVPC                                     bool
+		IsolatedVPC, PrefixDelegation                   bool
 		ReservedENIs                                    int
 		VMMemoryOverheadPercent                         float64
 		BatchIdle, BatchMax                             time.Duration
@@ -121,19 +121,23 @@ func TestKarpenterEnvironmentSetsFlagsNotGiven(t *testing.T) {
 		{name: "no environment keeps the flags' defaults", want: func(*settings) {}},
 		{name: "every Karpenter setting from the environment", env: map[string]string{
 			"CLUSTER_NAME": "prod", "CLUSTER_ENDPOINT": "https://api.prod", "INTERRUPTION_QUEUE": "prod-queue",
-			"ISOLATED_VPC": "true", "RESERVED_ENIS": "1", "VM_MEMORY_OVERHEAD_PERCENT": "0.05",
+			"ISOLATED_VPC": "true", "RESERVED_ENIS": "1", "ENABLE_PREFIX_DELEGATION": "true", "VM_MEMORY_OVERHEAD_PERCENT": "0.05",
 			"BATCH_IDLE_DURATION": "2s", "BATCH_MAX_DURATION": "20s",
 			"FEATURE_GATES": "SpotToSpotConsolidation=true,NodeRepair=true,NodeOverlay=true,ReservedCapacity=false,CapacityBuffer=true",
 			"LOG_LEVEL":     "debug", "MIN_VALUES_POLICY": "BestEffort",
 		}, want: func(s *settings) {
 			*s = settings{ClusterName: "prod", ClusterEndpoint: "https://api.prod", InterruptionQueue: "prod-queue",
-				IsolatedVPC: true, ReservedENIs: 1, VMMemoryOverheadPercent: 0.05, BatchIdle: 2 * time.Second, BatchMax: 20 * time.Second,
+				IsolatedVPC: true, PrefixDelegation: true, ReservedENIs: 1, VMMemoryOverheadPercent: 0.05, BatchIdle: 2 * time.Second, BatchMax: 20 * time.Second,
 				SpotToSpot: true, NodeRepair: true, Unbuilt: []string{GateCapacityBuffer}, LogLevel: LogDebug, MinValuesPolicy: MinValuesBestEffort}
 		}},
 		{name: "flags win over the environment",
 			env:  map[string]string{"CLUSTER_NAME": "from-env", "BATCH_IDLE_DURATION": "5s", "FEATURE_GATES": "SpotToSpotConsolidation=true", "MIN_VALUES_POLICY": "BestEffort"},
 			args: []string{"--cluster-name=from-flag", "--batch-idle-duration=3s", "--feature-gates=SpotToSpotConsolidation=false", "--min-values-policy=Strict"},
 			want: func(s *settings) { s.ClusterName, s.BatchIdle = "from-flag", 3*time.Second }},
+		{name: "the prefix delegation flag wins over the VPC CNI's variable",
+			env:  map[string]string{"ENABLE_PREFIX_DELEGATION": "true"},
+			args: []string{"--vpc-prefix-delegation=false"},
+			want: func(*settings) {}},
 		{name: "the environment fills what the flags leave out",
 			env:  map[string]string{"CLUSTER_NAME": "from-env", "BATCH_IDLE_DURATION": "5s"},
 			args: []string{"--cluster-name=from-flag"},
@@ -178,7 +182,7 @@ func TestKarpenterEnvironmentSetsFlagsNotGiven(t *testing.T) {
 			tt.want(&want)
 			gotSettings := settings{
 				ClusterName: opts.ClusterName, ClusterEndpoint: opts.ClusterEndpoint, InterruptionQueue: opts.InterruptionQueue,
-				IsolatedVPC: opts.IsolatedVPC, ReservedENIs: opts.ReservedENIs, VMMemoryOverheadPercent: opts.VMMemoryOverheadPercent,
+				IsolatedVPC: opts.IsolatedVPC, PrefixDelegation: opts.PrefixDelegation, ReservedENIs: opts.ReservedENIs, VMMemoryOverheadPercent: opts.VMMemoryOverheadPercent,
 				BatchIdle: opts.BatchIdle, BatchMax: opts.BatchMax,
 				SpotToSpot: opts.FeatureGates.Enabled(GateSpotToSpotConsolidation), NodeRepair: opts.FeatureGates.Enabled(GateNodeRepair),
 				Unbuilt: opts.FeatureGates.Unbuilt(), LogLevel: opts.LogLevel, MinValuesPolicy: opts.MinValuesPolicy,

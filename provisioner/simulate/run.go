@@ -60,6 +60,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	catalogPath := fs.String("catalog", "", "EC2 catalog file (JSON); the embedded us-east-1 catalog by default.")
 	overhead := fs.Float64("vm-memory-overhead-percent", 0.075, "Fraction of an instance's memory the kubelet does not see.")
 	reservedENIs := fs.Int("reserved-enis", 0, "Network interfaces per node kept from pods.")
+	prefixDelegation := fs.Bool("vpc-prefix-delegation", false, "The VPC CNI assigns /28 prefixes: Nitro types hold as many pods as the EKS max-pods calculator gives with prefix delegation.")
 	minValuesPolicy := fs.String("min-values-policy", string(packing.MinValuesStrict), "What to do when a NodePool's minValues cannot be met: Strict leaves the pods to other NodePools or unschedulable, BestEffort lowers minValues to what there is.")
 	eksDaemonSets := fs.Bool("eks-daemonsets", false, "Add the DaemonSets of the default EKS add-ons (aws-node, kube-proxy, ebs-csi-node, eks-pod-identity-agent) with their requests: every node reserves room and pod slots for them.")
 	publicSubnets := fs.Bool("public-subnets", false, "The subnets map a public IPv4 address on launch: every node pays for one unless its EC2NodeClass sets associatePublicIPAddress false.")
@@ -85,7 +86,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	in, err := Load(files, cat, aws.OfflineOptions{VMMemoryOverheadPercent: *overhead, ReservedENIs: *reservedENIs, PublicSubnets: *publicSubnets})
+	in, err := Load(files, cat, aws.OfflineOptions{VMMemoryOverheadPercent: *overhead, ReservedENIs: *reservedENIs, PrefixDelegation: *prefixDelegation, PublicSubnets: *publicSubnets})
 	if err != nil {
 		return err
 	}

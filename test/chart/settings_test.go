@@ -28,7 +28,7 @@ func TestKarpenterSettingsBecomeItsEnvironment(t *testing.T) {
 	args, env := provisionerArgs(obj.(*apps.Deployment))
 	want := map[string]string{
 		"CLUSTER_NAME": "prod", "CLUSTER_ENDPOINT": "https://ABCDEF0123456789.gr7.us-east-1.eks.amazonaws.com",
-		"ISOLATED_VPC": "true", "INTERRUPTION_QUEUE": "prod-interruptions", "RESERVED_ENIS": "1",
+		"ISOLATED_VPC": "true", "INTERRUPTION_QUEUE": "prod-interruptions", "RESERVED_ENIS": "1", "ENABLE_PREFIX_DELEGATION": "false",
 		"VM_MEMORY_OVERHEAD_PERCENT": "0.05", "BATCH_IDLE_DURATION": "2s", "BATCH_MAX_DURATION": "20s",
 		"FEATURE_GATES":     "NodeOverlay=false,NodeRepair=false,ReservedCapacity=true,SpotToSpotConsolidation=true,StaticCapacity=false",
 		"MIN_VALUES_POLICY": "BestEffort",
@@ -87,4 +87,26 @@ func provisionerArgs(d *apps.Deployment) ([]string, map[string]string) {
 
 func contains(list []string, s string) bool {
 	return slices.Contains(list, s)
+}
+
+// TestPrefixDelegationBecomesTheVPCCNIVariable sets settings.vpcPrefixDelegation and checks the
+// provisioner gets ENABLE_PREFIX_DELEGATION, the variable the VPC CNI reads for the same mode.
+func TestPrefixDelegationBecomesTheVPCCNIVariable(t *testing.T) {
+	codecs := serializer.NewCodecFactory(clientgoscheme.Scheme)
+	for _, tt := range []struct {
+		set  []string
+		want string
+	}{
+		{set: nil, want: "false"},
+		{set: []string{"--set", "settings.vpcPrefixDelegation=true"}, want: "true"},
+	} {
+		obj, _, err := codecs.UniversalDeserializer().Decode(renderChart(t, "templates/deployment.yaml", tt.set...), nil, nil)
+		if err != nil {
+			t.Fatalf("decoding the Deployment: %v", err)
+		}
+		_, env := provisionerArgs(obj.(*apps.Deployment))
+		if diff := cmp.Diff(tt.want, env["ENABLE_PREFIX_DELEGATION"]); diff != "" {
+			t.Errorf("ENABLE_PREFIX_DELEGATION with %q (-want +got):\n%s", tt.set, diff)
+		}
+	}
 }

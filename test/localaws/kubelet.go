@@ -22,6 +22,7 @@ const (
 	resourceAMDGPU         = corev1.ResourceName("amd.com/gpu")
 	resourceNeuron         = corev1.ResourceName("aws.amazon.com/neuron")
 	resourceNeuronCore     = corev1.ResourceName("aws.amazon.com/neuroncore")
+	resourcePodENI         = corev1.ResourceName("vpc.amazonaws.com/pod-eni")
 	defaultRootVolumeGiB   = 20
 	kubeletVersion         = "v" + kubernetesVersion + ".0"
 	registrationBackoff    = 500 * time.Millisecond
@@ -280,6 +281,12 @@ func buildNode(in nodeInput) *corev1.Node {
 		capacity[resourceNeuronCore] = *resource.NewQuantity(int64(a.Count*neuronDevices[a.Name].cores), resource.DecimalSI)
 	}
 
+	if n := catalog.BranchInterfaces(t.Name); n > 0 && in.windowsBuild == "" {
+		// In EKS the VPC resource controller adds this to a Linux node of a type that
+		// supports ENI trunking, once the VPC CNI has attached its trunk interface; here the
+		// node registers with it.
+		capacity[resourcePodENI] = *resource.NewQuantity(int64(n), resource.DecimalSI)
+	}
 	allocatable := capacity.DeepCopy()
 	kubeReserved := in.settings.kubeReserved
 	if in.settings.defaultKubeReserved {

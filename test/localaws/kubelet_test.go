@@ -119,8 +119,8 @@ func TestBuildNode(t *testing.T) {
 			instanceType: "m5.large",
 			want: nodeSummary{
 				Labels:      kubeletLabels("m5.large", "amd64", nil),
-				Capacity:    map[string]string{"cpu": "2", "memory": "7782Mi", "pods": "29", "ephemeral-storage": "20Gi"},
-				Allocatable: map[string]string{"cpu": "2", "memory": "7682Mi", "pods": "29", "ephemeral-storage": "18Gi"},
+				Capacity:    map[string]string{"cpu": "2", "memory": "7782Mi", "pods": "29", "ephemeral-storage": "20Gi", "vpc.amazonaws.com/pod-eni": "9"},
+				Allocatable: map[string]string{"cpu": "2", "memory": "7682Mi", "pods": "29", "ephemeral-storage": "18Gi", "vpc.amazonaws.com/pod-eni": "9"},
 			},
 		},
 		{
@@ -131,8 +131,8 @@ func TestBuildNode(t *testing.T) {
 			want: nodeSummary{
 				Labels:      kubeletLabels("m5.large", "amd64", map[string]string{"karpenter.sh/nodepool": "general", "team": "a"}),
 				Taints:      []string{"karpenter.sh/unregistered:NoExecute", "dedicated=gpu:NoSchedule"},
-				Capacity:    map[string]string{"cpu": "2", "memory": "7782Mi", "pods": "58", "ephemeral-storage": "80Gi"},
-				Allocatable: map[string]string{"cpu": "1830m", "memory": "7008Mi", "pods": "58", "ephemeral-storage": "71Gi"},
+				Capacity:    map[string]string{"cpu": "2", "memory": "7782Mi", "pods": "58", "ephemeral-storage": "80Gi", "vpc.amazonaws.com/pod-eni": "9"},
+				Allocatable: map[string]string{"cpu": "1830m", "memory": "7008Mi", "pods": "58", "ephemeral-storage": "71Gi", "vpc.amazonaws.com/pod-eni": "9"},
 			},
 		},
 		{
@@ -141,8 +141,8 @@ func TestBuildNode(t *testing.T) {
 			settings:     al2KubeReserved,
 			want: nodeSummary{
 				Labels:      kubeletLabels("m5.large", "amd64", nil),
-				Capacity:    map[string]string{"cpu": "2", "memory": "7782Mi", "pods": "29", "ephemeral-storage": "20Gi"},
-				Allocatable: map[string]string{"cpu": "1900m", "memory": "7682Mi", "pods": "29", "ephemeral-storage": "18Gi"},
+				Capacity:    map[string]string{"cpu": "2", "memory": "7782Mi", "pods": "29", "ephemeral-storage": "20Gi", "vpc.amazonaws.com/pod-eni": "9"},
+				Allocatable: map[string]string{"cpu": "1900m", "memory": "7682Mi", "pods": "29", "ephemeral-storage": "18Gi", "vpc.amazonaws.com/pod-eni": "9"},
 			},
 		},
 		{
@@ -152,8 +152,8 @@ func TestBuildNode(t *testing.T) {
 			want: nodeSummary{
 				Labels: kubeletLabels("m5d.large", "amd64", nil),
 				// 75G of NVMe less 1Gi and the 10% nodefs threshold.
-				Capacity:    map[string]string{"cpu": "2", "memory": "7782Mi", "pods": "29", "ephemeral-storage": "75G"},
-				Allocatable: map[string]string{"cpu": "1930m", "memory": "7108Mi", "pods": "29", "ephemeral-storage": "66426258176"},
+				Capacity:    map[string]string{"cpu": "2", "memory": "7782Mi", "pods": "29", "ephemeral-storage": "75G", "vpc.amazonaws.com/pod-eni": "9"},
+				Allocatable: map[string]string{"cpu": "1930m", "memory": "7108Mi", "pods": "29", "ephemeral-storage": "66426258176", "vpc.amazonaws.com/pod-eni": "9"},
 			},
 		},
 		{
@@ -161,8 +161,8 @@ func TestBuildNode(t *testing.T) {
 			instanceType: "g4dn.xlarge",
 			want: nodeSummary{
 				Labels:      kubeletLabels("g4dn.xlarge", "amd64", nil),
-				Capacity:    map[string]string{"cpu": "4", "memory": "15564Mi", "pods": "29", "ephemeral-storage": "20Gi", "nvidia.com/gpu": "1"},
-				Allocatable: map[string]string{"cpu": "4", "memory": "15464Mi", "pods": "29", "ephemeral-storage": "18Gi", "nvidia.com/gpu": "1"},
+				Capacity:    map[string]string{"cpu": "4", "memory": "15564Mi", "pods": "29", "ephemeral-storage": "20Gi", "nvidia.com/gpu": "1", "vpc.amazonaws.com/pod-eni": "39"},
+				Allocatable: map[string]string{"cpu": "4", "memory": "15464Mi", "pods": "29", "ephemeral-storage": "18Gi", "nvidia.com/gpu": "1", "vpc.amazonaws.com/pod-eni": "39"},
 			},
 		},
 		{
@@ -170,8 +170,8 @@ func TestBuildNode(t *testing.T) {
 			instanceType: "g4ad.xlarge",
 			want: nodeSummary{
 				Labels:      kubeletLabels("g4ad.xlarge", "amd64", nil),
-				Capacity:    map[string]string{"cpu": "4", "memory": "15564Mi", "pods": "8", "ephemeral-storage": "20Gi", "amd.com/gpu": "1"},
-				Allocatable: map[string]string{"cpu": "4", "memory": "15464Mi", "pods": "8", "ephemeral-storage": "18Gi", "amd.com/gpu": "1"},
+				Capacity:    map[string]string{"cpu": "4", "memory": "15564Mi", "pods": "8", "ephemeral-storage": "20Gi", "amd.com/gpu": "1", "vpc.amazonaws.com/pod-eni": "12"},
+				Allocatable: map[string]string{"cpu": "4", "memory": "15464Mi", "pods": "8", "ephemeral-storage": "18Gi", "amd.com/gpu": "1", "vpc.amazonaws.com/pod-eni": "12"},
 			},
 		},
 		{
@@ -179,8 +179,8 @@ func TestBuildNode(t *testing.T) {
 			instanceType: "inf2.xlarge",
 			want: nodeSummary{
 				Labels:      kubeletLabels("inf2.xlarge", "amd64", nil),
-				Capacity:    map[string]string{"cpu": "4", "memory": "15564Mi", "pods": "58", "ephemeral-storage": "20Gi", "aws.amazon.com/neuron": "1", "aws.amazon.com/neuroncore": "2"},
-				Allocatable: map[string]string{"cpu": "4", "memory": "15464Mi", "pods": "58", "ephemeral-storage": "18Gi", "aws.amazon.com/neuron": "1", "aws.amazon.com/neuroncore": "2"},
+				Capacity:    map[string]string{"cpu": "4", "memory": "15564Mi", "pods": "58", "ephemeral-storage": "20Gi", "aws.amazon.com/neuron": "1", "aws.amazon.com/neuroncore": "2", "vpc.amazonaws.com/pod-eni": "18"},
+				Allocatable: map[string]string{"cpu": "4", "memory": "15464Mi", "pods": "58", "ephemeral-storage": "18Gi", "aws.amazon.com/neuron": "1", "aws.amazon.com/neuroncore": "2", "vpc.amazonaws.com/pod-eni": "18"},
 			},
 		},
 		{
@@ -189,10 +189,10 @@ func TestBuildNode(t *testing.T) {
 			settings:     percentEviction,
 			want: nodeSummary{
 				Labels:   kubeletLabels("m6g.large", "arm64", nil),
-				Capacity: map[string]string{"cpu": "2", "memory": "7782Mi", "pods": "29", "ephemeral-storage": "20Gi"},
+				Capacity: map[string]string{"cpu": "2", "memory": "7782Mi", "pods": "29", "ephemeral-storage": "20Gi", "vpc.amazonaws.com/pod-eni": "9"},
 				// Memory: 90% of 7782Mi less nodeadm's 255Mi+11Mi×29 pods, in bytes. Storage:
 				// 20Gi less nodeadm's 1Gi and the default 10% nodefs threshold.
-				Allocatable: map[string]string{"cpu": "0", "memory": "6742133965", "pods": "29", "ephemeral-storage": "17Gi"},
+				Allocatable: map[string]string{"cpu": "0", "memory": "6742133965", "pods": "29", "ephemeral-storage": "17Gi", "vpc.amazonaws.com/pod-eni": "9"},
 			},
 		},
 	}

@@ -62,6 +62,9 @@ type Options struct {
 	VMMemoryOverheadPercent float64
 	// ReservedENIs are network interfaces kept from pods (for example for a secondary CNI).
 	ReservedENIs int
+	// PrefixDelegation says the VPC CNI assigns /28 prefixes (ENABLE_PREFIX_DELEGATION):
+	// Nitro types hold as many pods as the EKS max-pods calculator says for it.
+	PrefixDelegation bool
 	// CatalogTTL is how long instance types and on-demand prices are reused.
 	CatalogTTL time.Duration
 	// SpotPriceTTL is how long spot prices are reused.
@@ -296,7 +299,7 @@ func (p *Provider) launchContext(ctx context.Context, ref *karpv1.NodeClassRefer
 }
 
 func (p *Provider) overheadSettings() overheadSettings {
-	return overheadSettings{vmMemoryOverheadPercent: p.opts.VMMemoryOverheadPercent, reservedENIs: int64(p.opts.ReservedENIs)}
+	return overheadSettings{vmMemoryOverheadPercent: p.opts.VMMemoryOverheadPercent, reservedENIs: int64(p.opts.ReservedENIs), prefixDelegation: p.opts.PrefixDelegation}
 }
 
 // nodeClass reads the EC2NodeClass a NodePool or NodeClaim refers to.

@@ -205,8 +205,9 @@ func TestInstanceTypesDescribeCapacityOverheadAndOfferings(t *testing.T) {
 		}
 		return out
 	}
-	// 8192Mi less 7.5% VM overhead; 3 ENIs x (10-1) + 2 pods; the EKS kube-reserved formula.
-	if diff := cmp.Diff(map[string]string{"cpu": "2", "memory": "7577Mi", "pods": "29", "ephemeral-storage": "20Gi"}, quantities(m5.Capacity)); diff != "" {
+	// 8192Mi less 7.5% VM overhead; 3 ENIs x (10-1) + 2 pods; 9 branch interfaces of the
+	// trunking table; the EKS kube-reserved formula.
+	if diff := cmp.Diff(map[string]string{"cpu": "2", "memory": "7577Mi", "pods": "29", "ephemeral-storage": "20Gi", "vpc.amazonaws.com/pod-eni": "9"}, quantities(m5.Capacity)); diff != "" {
 		t.Errorf("capacity (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(map[string]string{"cpu": "70m", "memory": "674Mi", "ephemeral-storage": "3Gi"}, quantities(m5.Overhead)); diff != "" {

@@ -19,6 +19,7 @@ import (
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/catalog"
 )
 
 // Extended resources of accelerators, as their device plugins name them.
@@ -30,7 +31,10 @@ const (
 	// advertises, so a pod may ask for part of a device.
 	ResourceAWSNeuronCore corev1.ResourceName = "aws.amazon.com/neuroncore"
 	// ResourceEFA counts the Elastic Fabric Adapters a node can attach (EFA device plugin).
-	ResourceEFA        corev1.ResourceName = "vpc.amazonaws.com/efa"
+	ResourceEFA corev1.ResourceName = "vpc.amazonaws.com/efa"
+	// ResourcePodENI counts the branch network interfaces of a type that supports ENI
+	// trunking: pods with their own security groups (the VPC resource controller's).
+	ResourcePodENI     corev1.ResourceName = "vpc.amazonaws.com/pod-eni"
 	resourceGPUUnknown corev1.ResourceName = ""
 	architectureAMD64                      = "amd64"
 	architectureARM64                      = "arm64"
@@ -103,6 +107,9 @@ func checkInstanceTypeInfo(info ec2types.InstanceTypeInfo) error {
 type overheadSettings struct {
 	vmMemoryOverheadPercent float64
 	reservedENIs            int64
+	// prefixDelegation is the VPC CNI's ENABLE_PREFIX_DELEGATION: Nitro types get a /28
+	// prefix, 16 addresses, per secondary IP slot.
+	prefixDelegation bool
 }
 
 // newInstanceType builds the planner's view of an instance type for one node class: its
@@ -113,7 +120,11 @@ func newInstanceType(e *catalogEntry, class *awsv1.EC2NodeClass, zones map[strin
 	name := string(info.InstanceType)
 	vcpus := int64(aws.ToInt32(info.VCpuInfo.DefaultVCpus))
 	memMiB := aws.ToInt64(info.MemoryInfo.SizeInMiB)
-	eniPods := eniMaxPods(int64(aws.ToInt32(info.NetworkInfo.MaximumNetworkInterfaces)), int64(aws.ToInt32(info.NetworkInfo.Ipv4AddressesPerInterface)), settings.reservedENIs)
+	enis, ipsPerENI := int64(aws.ToInt32(info.NetworkInfo.MaximumNetworkInterfaces)), int64(aws.ToInt32(info.NetworkInfo.Ipv4AddressesPerInterface))
+	eniPods := eniMaxPods(enis, ipsPerENI, settings.reservedENIs)
+	if settings.prefixDelegation && prefixCapable(info) {
+		eniPods = prefixMaxPods(enis, ipsPerENI, settings.reservedENIs, vcpus)
+	}
 	build := windowsBuild(class)
 	if build != "" {
 		eniPods = windowsMaxPods(int64(aws.ToInt32(info.NetworkInfo.Ipv4AddressesPerInterface)))
@@ -146,6 +157,10 @@ func newInstanceType(e *catalogEntry, class *awsv1.EC2NodeClass, zones map[strin
 	}
 	if n := efaInterfaces(info); n > 0 {
 		it.Capacity[ResourceEFA] = *resource.NewQuantity(n, resource.DecimalSI)
+	}
+	// Security groups for pods are for Linux nodes only.
+	if n := catalog.BranchInterfaces(name); n > 0 && build == "" {
+		it.Capacity[ResourcePodENI] = *resource.NewQuantity(int64(n), resource.DecimalSI)
 	}
 	it.Overhead = overhead(vcpus, pods, it.Capacity[corev1.ResourceMemory], it.Capacity[corev1.ResourceEphemeralStorage], class.Spec.Kubelet)
 	if build != "" {

@@ -131,3 +131,59 @@ func TestLabelsAndResourcesEC2ReportsButTheCatalogLacks(t *testing.T) {
 		t.Errorf("c7i-flex.large: %s = %q, want true", karpv1.InstanceCapabilityFlexLabelKey, flex)
 	}
 }
+
+func TestPodCapacityOfENIsPrefixDelegationAndTrunking(t *testing.T) {
+	h := newHarness(t)
+	entries, err := describeInstanceTypes(context.Background(), h.provider.ec2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type capacity struct{ Pods, PodENI int64 }
+	tests := []struct {
+		name             string
+		instanceType     string
+		prefixDelegation bool
+		reservedENIs     int64
+		kubelet          *awsv1.KubeletConfiguration
+		windows          bool
+		want             capacity
+	}{
+		{name: "a Nitro type without prefixes: ENIs × (IPs − 1) + 2", instanceType: "m5.large", want: capacity{Pods: 29, PodENI: 9}},
+		{name: "with prefixes 3 × 9 × 16 + 2 = 434 is capped at 110 below 30 vCPUs", instanceType: "m5.large", prefixDelegation: true, want: capacity{Pods: 110, PodENI: 9}},
+		{name: "with prefixes a small type stays under the cap", instanceType: "t3.nano", prefixDelegation: true, want: capacity{Pods: 34}},
+		{name: "reserved ENIs still subtract with prefixes", instanceType: "t3.nano", prefixDelegation: true, reservedENIs: 1, want: capacity{Pods: 18}},
+		{name: "a large type without prefixes is not capped", instanceType: "c5.24xlarge", want: capacity{Pods: 737, PodENI: 107}},
+		{name: "with prefixes 30 vCPUs and more are capped at 250", instanceType: "c5.24xlarge", prefixDelegation: true, want: capacity{Pods: 250, PodENI: 107}},
+		{name: "bare metal takes prefixes", instanceType: "m5.metal", prefixDelegation: true, want: capacity{Pods: 250, PodENI: 120}},
+		{name: "a Xen type takes no prefixes and has no trunking", instanceType: "m4.large", prefixDelegation: true, want: capacity{Pods: 20}},
+		{name: "a burstable Nitro type has no trunking", instanceType: "t3.nano", want: capacity{Pods: 4}},
+		{name: "a Windows node takes no prefixes and no security groups for pods", instanceType: "m5.large", prefixDelegation: true, windows: true,
+			want: capacity{Pods: 9}},
+		{name: "kubelet maxPods wins over prefixes", instanceType: "m5.large", prefixDelegation: true,
+			kubelet: &awsv1.KubeletConfiguration{MaxPods: ptr.To[int32](50)}, want: capacity{Pods: 50, PodENI: 9}},
+		{name: "podsPerCore bounds prefixes", instanceType: "m5.large", prefixDelegation: true,
+			kubelet: &awsv1.KubeletConfiguration{PodsPerCore: ptr.To[int32](10)}, want: capacity{Pods: 20, PodENI: 9}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e, ok := entries[tt.instanceType]
+			if !ok {
+				t.Fatalf("%s is not in the catalog", tt.instanceType)
+			}
+			settings := overheadSettings{vmMemoryOverheadPercent: defaultVMMemoryOverheadPercent, reservedENIs: tt.reservedENIs, prefixDelegation: tt.prefixDelegation}
+			class := &awsv1.EC2NodeClass{}
+			if tt.windows {
+				class = windowsClass(nil, awsv1.AMISelectorTerm{Alias: "windows2022@latest"})
+			}
+			class.Spec.Kubelet = tt.kubelet
+			it := newInstanceType(e, class, nil, &priceBook{}, settings)
+			got := capacity{Pods: ptr.To(it.Capacity[corev1.ResourcePods]).Value()}
+			if q, ok := it.Capacity[ResourcePodENI]; ok {
+				got.PodENI = q.Value()
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("capacity (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
@@ -345,10 +346,10 @@ func (p *Provider) createFleet(ctx context.Context, nodeClaim *karpv1.NodeClaim,
 	if len(placed) == 0 {
 		return launch, nil
 	}
-	byArch := map[string][]ec2types.FleetLaunchTemplateOverridesRequest{}
+	byTemplate := map[templateKey][]ec2types.FleetLaunchTemplateOverridesRequest{}
 	for i, o := range chooseOverrides(placed, requirements.MinValues(nodeClaim.Spec.Requirements), maxOverrides) {
-		arch := o.it.Labels[corev1.LabelArchStable]
-		byArch[arch] = append(byArch[arch], ec2types.FleetLaunchTemplateOverridesRequest{
+		key := p.templateKey(o.it, class)
+		byTemplate[key] = append(byTemplate[key], ec2types.FleetLaunchTemplateOverridesRequest{
 			InstanceType: ec2types.InstanceType(o.it.Name),
 			SubnetId:     aws.String(o.subnet),
 			// Cheapest first: used by the prioritized strategies, ignored by the others.
@@ -356,25 +357,30 @@ func (p *Provider) createFleet(ctx context.Context, nodeClaim *karpv1.NodeClaim,
 		})
 	}
 	var configs []ec2types.FleetLaunchTemplateConfigRequest
-	archs := make([]string, 0, len(byArch))
-	for arch := range byArch {
-		archs = append(archs, arch)
+	keys := make([]templateKey, 0, len(byTemplate))
+	for key := range byTemplate {
+		keys = append(keys, key)
 	}
-	sort.Strings(archs)
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].arch != keys[j].arch {
+			return keys[i].arch < keys[j].arch
+		}
+		return keys[i].maxPods < keys[j].maxPods
+	})
 	templateOf := map[ec2types.InstanceType]string{}
 	var templateIDs []string
-	for _, arch := range archs {
-		name, id, err := p.ensureLaunchTemplate(ctx, nodeClaim, class, resolved, arch, capacityType)
+	for _, key := range keys {
+		name, id, err := p.ensureLaunchTemplate(ctx, nodeClaim, class, resolved, key, capacityType)
 		if err != nil {
 			return fleetLaunch{}, err
 		}
 		templateIDs = append(templateIDs, id)
-		for _, o := range byArch[arch] {
+		for _, o := range byTemplate[key] {
 			templateOf[o.InstanceType] = name
 		}
 		configs = append(configs, ec2types.FleetLaunchTemplateConfigRequest{
 			LaunchTemplateSpecification: &ec2types.FleetLaunchTemplateSpecificationRequest{LaunchTemplateName: aws.String(name), Version: aws.String("$Latest")},
-			Overrides:                   byArch[arch],
+			Overrides:                   byTemplate[key],
 		})
 	}
 	in := &ec2.CreateFleetInput{
@@ -490,10 +496,29 @@ type launchTemplateSpec struct {
 	Tags            map[string]string
 }
 
+// templateKey is what sets the instance types of one NodeClaim apart in launch templates:
+// the architecture (the AMI) and, with prefix delegation, the kubelet's max pods (0 when the
+// bootstrap computes it).
+type templateKey struct {
+	arch    string
+	maxPods int32
+}
+
+// templateKey is the launch template key of the instance type. With prefix delegation the
+// node's max pods go into the user data: the AMIs' bootstrap counts one address per pod.
+// Windows nodes take no prefixes.
+func (p *Provider) templateKey(it *cloudprovider.InstanceType, class *awsv1.EC2NodeClass) templateKey {
+	key := templateKey{arch: it.Labels[corev1.LabelArchStable]}
+	if p.opts.PrefixDelegation && windowsBuild(class) == "" {
+		key.maxPods = int32(ptr.To(it.Capacity[corev1.ResourcePods]).Value())
+	}
+	return key
+}
+
 // launchTemplate returns the name and content of the launch template that launches the
-// NodeClaim's instances of this architecture and capacity type. The name is a digest of the
+// NodeClaim's instances of this key and capacity type. The name is a digest of the
 // content, so NodeClaims that need the same template share it.
-func (p *Provider) launchTemplate(nodeClaim *karpv1.NodeClaim, class *awsv1.EC2NodeClass, resolved *resolvedClass, arch, capacityType string) (string, launchTemplateSpec, error) {
+func (p *Provider) launchTemplate(nodeClaim *karpv1.NodeClaim, class *awsv1.EC2NodeClass, resolved *resolvedClass, key templateKey, capacityType string) (string, launchTemplateSpec, error) {
 	labels := map[string]string{karpv1.CapacityTypeLabelKey: capacityType}
 	for k, v := range nodeClaim.Labels {
 		if k != corev1.LabelInstanceTypeStable && k != corev1.LabelTopologyZone && k != karpv1.ZoneIDLabelKey && k != karpv1.CapacityTypeLabelKey {
@@ -502,9 +527,17 @@ func (p *Provider) launchTemplate(nodeClaim *karpv1.NodeClaim, class *awsv1.EC2N
 	}
 	taints := append([]corev1.Taint{karpv1.UnregisteredNoExecuteTaint}, nodeClaim.Spec.Taints...)
 	taints = append(taints, nodeClaim.Spec.StartupTaints...)
+	kubelet := class.Spec.Kubelet
+	if key.maxPods > 0 {
+		kubelet = &awsv1.KubeletConfiguration{}
+		if class.Spec.Kubelet != nil {
+			kubelet = class.Spec.Kubelet.DeepCopy()
+		}
+		kubelet.MaxPods = &key.maxPods
+	}
 	userData, err := userData(resolved.family, bootstrap{
 		cluster: p.opts.Cluster, labels: labels, taints: taints,
-		kubelet: class.Spec.Kubelet, custom: aws.ToString(class.Spec.UserData),
+		kubelet: kubelet, custom: aws.ToString(class.Spec.UserData),
 		raid0: aws.ToString((*string)(class.Spec.InstanceStorePolicy)) == string(awsv1.InstanceStorePolicyRAID0),
 	})
 	if err != nil {
@@ -515,7 +548,7 @@ func (p *Provider) launchTemplate(nodeClaim *karpv1.NodeClaim, class *awsv1.EC2N
 		profile = p.instanceProfileName(class.Spec.Role)
 	}
 	spec := launchTemplateSpec{
-		ImageID: resolved.amis[arch].ID, UserData: userData, InstanceProfile: profile,
+		ImageID: resolved.amis[key.arch].ID, UserData: userData, InstanceProfile: profile,
 		MetadataOptions: class.Spec.MetadataOptions, BlockDevices: class.Spec.BlockDeviceMappings,
 		Monitoring: aws.ToBool(class.Spec.DetailedMonitoring), PublicIP: class.Spec.AssociatePublicIPAddress,
 		Tags: class.Spec.Tags,
@@ -539,11 +572,11 @@ type knownTemplate struct {
 }
 
 // ensureLaunchTemplate returns the name and id of the NodeClaim's launch template for this
-// architecture and capacity type, creating the template when EC2 does not have it. One the
-// provider knows exists is used without asking AWS; the instance profile it names is made
+// key (architecture, max pods) and capacity type, creating the template when EC2 does not
+// have it. One the provider knows exists is used without asking AWS; the instance profile it names is made
 // sure of only when the template is created.
-func (p *Provider) ensureLaunchTemplate(ctx context.Context, nodeClaim *karpv1.NodeClaim, class *awsv1.EC2NodeClass, resolved *resolvedClass, arch, capacityType string) (string, string, error) {
-	name, spec, err := p.launchTemplate(nodeClaim, class, resolved, arch, capacityType)
+func (p *Provider) ensureLaunchTemplate(ctx context.Context, nodeClaim *karpv1.NodeClaim, class *awsv1.EC2NodeClass, resolved *resolvedClass, key templateKey, capacityType string) (string, string, error) {
+	name, spec, err := p.launchTemplate(nodeClaim, class, resolved, key, capacityType)
 	if err != nil {
 		return "", "", err
 	}
@@ -749,7 +782,7 @@ func (p *Provider) adopted(nodeClaim *karpv1.NodeClaim, inst *ec2types.Instance,
 		if it.Name != string(inst.InstanceType) {
 			continue
 		}
-		if name, _, err := p.launchTemplate(nodeClaim, lc.class, lc.resolved, it.Labels[corev1.LabelArchStable], nc.Labels[karpv1.CapacityTypeLabelKey]); err == nil {
+		if name, _, err := p.launchTemplate(nodeClaim, lc.class, lc.resolved, p.templateKey(it, lc.class), nc.Labels[karpv1.CapacityTypeLabelKey]); err == nil {
 			nc.Annotations[awsv1.LaunchTemplateAnnotationKey] = name
 		}
 	}

@@ -3,8 +3,11 @@ package aws
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -576,6 +579,59 @@ func TestLaunchPricesChooseTheOnDemandTypeLaunched(t *testing.T) {
 			}
 			if got := launched.Labels["node.kubernetes.io/instance-type"]; got != tt.want {
 				t.Errorf("launched %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// With prefix delegation the AMIs' bootstrap would count one address per pod, so each
+// instance type's max pods go into the user data, one launch template per value.
+func TestPrefixDelegationPutsMaxPodsInTheUserData(t *testing.T) {
+	type launch struct {
+		// MaxPods per instance type in the user data, "" when the bootstrap computes it.
+		MaxPods   map[string]string
+		Templates int
+	}
+	tests := []struct {
+		prefixDelegation bool
+		want             launch
+	}{
+		{prefixDelegation: false, want: launch{MaxPods: map[string]string{"m5.large": "", "t3.nano": "", "m4.large": ""}, Templates: 1}},
+		// 3 x 9 x 16 + 2 capped at 110; 2 x 1 x 16 + 2; Xen takes no prefixes: 2 x 9 + 2.
+		{prefixDelegation: true, want: launch{MaxPods: map[string]string{"m5.large": "110", "t3.nano": "34", "m4.large": "20"}, Templates: 3}},
+	}
+	maxPods := regexp.MustCompile(`maxPods: (\d+)`)
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("prefix delegation %t", tt.prefixDelegation), func(t *testing.T) {
+			h := newHarness(t)
+			h.provider.opts.PrefixDelegation = tt.prefixDelegation
+			lc, err := h.provider.launchContext(context.Background(), nodePool().Spec.Template.Spec.NodeClassRef)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := launch{MaxPods: map[string]string{}}
+			templates := map[string]bool{}
+			for _, it := range lc.types {
+				if _, ok := tt.want.MaxPods[it.Name]; !ok {
+					continue
+				}
+				name, spec, err := h.provider.launchTemplate(nodeClaim("pd", []string{it.Name}, "on-demand"), lc.class, lc.resolved, h.provider.templateKey(it, lc.class), karpv1.CapacityTypeOnDemand)
+				if err != nil {
+					t.Fatal(err)
+				}
+				userData, err := base64.StdEncoding.DecodeString(spec.UserData)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got.MaxPods[it.Name] = ""
+				if m := maxPods.FindSubmatch(userData); m != nil {
+					got.MaxPods[it.Name] = string(m[1])
+				}
+				templates[name] = true
+			}
+			got.Templates = len(templates)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("max pods in the user data (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -29,6 +29,8 @@ type OfflineOptions struct {
 	VMMemoryOverheadPercent float64
 	// ReservedENIs are network interfaces kept from pods.
 	ReservedENIs int
+	// PrefixDelegation says the VPC CNI assigns /28 prefixes.
+	PrefixDelegation bool
 	// NodeCosts prices what a node costs besides its instance; nil means the embedded table.
 	NodeCosts *nodecost.Table
 	// PublicSubnets says the subnets map a public IPv4 address on launch.
@@ -84,7 +86,7 @@ func CatalogInstanceTypes(cat *catalog.Catalog, class *awsv1.EC2NodeClass, opts 
 		}
 		prices = deriveWindowsPrices(prices, vcpus)
 	}
-	settings := overheadSettings{vmMemoryOverheadPercent: opts.VMMemoryOverheadPercent, reservedENIs: int64(opts.ReservedENIs)}
+	settings := overheadSettings{vmMemoryOverheadPercent: opts.VMMemoryOverheadPercent, reservedENIs: int64(opts.ReservedENIs), prefixDelegation: opts.PrefixDelegation}
 	table := opts.NodeCosts
 	if table == nil {
 		table = embeddedNodeCosts()

@@ -2,6 +2,7 @@ package aws
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -37,7 +38,16 @@ func defaultClass() *awsv1.EC2NodeClass {
 }
 
 func TestCatalogInstanceTypesAgreeWithTheProviderThroughTheSDK(t *testing.T) {
+	for _, prefixDelegation := range []bool{false, true} {
+		t.Run(fmt.Sprintf("prefix delegation %t", prefixDelegation), func(t *testing.T) {
+			testCatalogAgreesWithTheProvider(t, prefixDelegation)
+		})
+	}
+}
+
+func testCatalogAgreesWithTheProvider(t *testing.T, prefixDelegation bool) {
 	h := newHarness(t)
+	h.provider.opts.PrefixDelegation = prefixDelegation
 	online, err := h.provider.InstanceTypes(context.Background(), nodePool())
 	if err != nil {
 		t.Fatal(err)
@@ -58,11 +68,15 @@ func TestCatalogInstanceTypesAgreeWithTheProviderThroughTheSDK(t *testing.T) {
 	}
 	exported := defaultClass()
 	exported.Status.Subnets = status.Subnets
-	offline, err := CatalogInstanceTypes(cat, exported, OfflineOptions{})
+	offline, err := CatalogInstanceTypes(cat, exported, OfflineOptions{PrefixDelegation: prefixDelegation})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want, got := byName(online), byName(offline)
+	// The provider applies the option: m5.large has 3 ENIs x (10-1) x 16 + 2 pods capped at 110.
+	if pods := ptr.To(want["m5.large"].Capacity[corev1.ResourcePods]).Value(); prefixDelegation && pods != 110 {
+		t.Errorf("m5.large pods with prefix delegation = %d, want 110", pods)
+	}
 	// General purpose, NVIDIA GPU with local NVMe, AMD GPU, arm64, Inferentia 1 and 2,
 	// Trainium, bare metal without a hypervisor, Xen, burstable.
 	for _, name := range []string{"m5.large", "g5.xlarge", "g4ad.xlarge", "p3dn.24xlarge", "m7g.xlarge", "inf1.xlarge", "inf2.xlarge", "trn1.2xlarge", "m5.metal", "m4.large", "t3.micro"} {
@@ -84,7 +98,7 @@ func TestCatalogInstanceTypesAgreeWithTheProviderThroughTheSDK(t *testing.T) {
 
 func TestCatalogInstanceTypesApplyOptionsAndTheNodeClass(t *testing.T) {
 	m5 := catalog.InstanceType{
-		Name: "m5.large", Arch: catalog.ArchAMD64, VCPU: 2, MemoryMiB: 8192, MaxENIs: 3, IPv4PerENI: 10, OnDemandPricePerHour: 0.096,
+		Name: "m5.large", Arch: catalog.ArchAMD64, Hypervisor: "nitro", VCPU: 2, MemoryMiB: 8192, MaxENIs: 3, IPv4PerENI: 10, OnDemandPricePerHour: 0.096,
 		Offerings: []catalog.Offering{
 			{Zone: "zone-b", CapacityType: catalog.CapacityTypeSpot, PricePerHour: 0.04},
 			{Zone: "zone-a", CapacityType: catalog.CapacityTypeOnDemand, PricePerHour: 0.096},
@@ -137,7 +151,7 @@ func TestCatalogInstanceTypesApplyOptionsAndTheNodeClass(t *testing.T) {
 			catalog: cat(m5, unoffered), class: defaultClass(),
 			want: []summary{{
 				Name:      "m5.large",
-				Capacity:  map[string]string{"cpu": "2", "memory": "7577Mi", "pods": "29", "ephemeral-storage": "20Gi"},
+				Capacity:  map[string]string{"cpu": "2", "memory": "7577Mi", "pods": "29", "ephemeral-storage": "20Gi", "vpc.amazonaws.com/pod-eni": "9"},
 				Offerings: m5Offerings,
 			}},
 		},
@@ -147,7 +161,17 @@ func TestCatalogInstanceTypesApplyOptionsAndTheNodeClass(t *testing.T) {
 			catalog: cat(m5), class: defaultClass(), opts: OfflineOptions{VMMemoryOverheadPercent: 0.1, ReservedENIs: 1},
 			want: []summary{{
 				Name:      "m5.large",
-				Capacity:  map[string]string{"cpu": "2", "memory": "7372Mi", "pods": "20", "ephemeral-storage": "20Gi"},
+				Capacity:  map[string]string{"cpu": "2", "memory": "7372Mi", "pods": "20", "ephemeral-storage": "20Gi", "vpc.amazonaws.com/pod-eni": "9"},
+				Offerings: m5Offerings,
+			}},
+		},
+		{
+			name: "prefix delegation",
+			// 3 ENIs x (10-1) x 16 + 2 = 434, capped at 110 below 30 vCPUs.
+			catalog: cat(m5), class: defaultClass(), opts: OfflineOptions{PrefixDelegation: true},
+			want: []summary{{
+				Name:      "m5.large",
+				Capacity:  map[string]string{"cpu": "2", "memory": "7577Mi", "pods": "110", "ephemeral-storage": "20Gi", "vpc.amazonaws.com/pod-eni": "9"},
 				Offerings: m5Offerings,
 			}},
 		},
@@ -156,7 +180,7 @@ func TestCatalogInstanceTypesApplyOptionsAndTheNodeClass(t *testing.T) {
 			catalog: cat(m5), class: withKubelet,
 			want: []summary{{
 				Name:      "m5.large",
-				Capacity:  map[string]string{"cpu": "2", "memory": "7577Mi", "pods": "110", "ephemeral-storage": "20Gi"},
+				Capacity:  map[string]string{"cpu": "2", "memory": "7577Mi", "pods": "110", "ephemeral-storage": "20Gi", "vpc.amazonaws.com/pod-eni": "9"},
 				Offerings: m5Offerings,
 			}},
 		},
@@ -165,7 +189,7 @@ func TestCatalogInstanceTypesApplyOptionsAndTheNodeClass(t *testing.T) {
 			catalog: cat(onDemandFromOffering), class: defaultClass(),
 			want: []summary{{
 				Name:      "m5.large",
-				Capacity:  map[string]string{"cpu": "2", "memory": "7577Mi", "pods": "29", "ephemeral-storage": "20Gi"},
+				Capacity:  map[string]string{"cpu": "2", "memory": "7577Mi", "pods": "29", "ephemeral-storage": "20Gi", "vpc.amazonaws.com/pod-eni": "9"},
 				Offerings: m5Offerings,
 			}},
 		},
@@ -174,7 +198,7 @@ func TestCatalogInstanceTypesApplyOptionsAndTheNodeClass(t *testing.T) {
 			catalog: cat(m5), class: defaultClass(), opts: OfflineOptions{PublicSubnets: true},
 			want: []summary{{
 				Name:      "m5.large",
-				Capacity:  map[string]string{"cpu": "2", "memory": "7577Mi", "pods": "29", "ephemeral-storage": "20Gi"},
+				Capacity:  map[string]string{"cpu": "2", "memory": "7577Mi", "pods": "29", "ephemeral-storage": "20Gi", "vpc.amazonaws.com/pod-eni": "9"},
 				Offerings: m5PublicOfferings,
 			}},
 		},
@@ -188,7 +212,7 @@ func TestCatalogInstanceTypesApplyOptionsAndTheNodeClass(t *testing.T) {
 			catalog: cat(m5), class: exported,
 			want: []summary{{
 				Name:     "m5.large",
-				Capacity: map[string]string{"cpu": "2", "memory": "7577Mi", "pods": "29", "ephemeral-storage": "20Gi"},
+				Capacity: map[string]string{"cpu": "2", "memory": "7577Mi", "pods": "29", "ephemeral-storage": "20Gi", "vpc.amazonaws.com/pod-eni": "9"},
 				Offerings: []cloudprovider.Offering{
 					{Zone: "zone-b", ZoneID: "zb-az2", CapacityType: karpv1.CapacityTypeOnDemand, Price: 0.096, NodeCosts: rootVolume, Available: true},
 					{Zone: "zone-b", ZoneID: "zb-az2", CapacityType: karpv1.CapacityTypeSpot, Price: 0.04, NodeCosts: rootVolume, Available: true},

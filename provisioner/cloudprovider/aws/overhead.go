@@ -1,6 +1,8 @@
 package aws
 
 import (
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
@@ -21,6 +23,35 @@ func eniMaxPods(enis, ipsPerENI, reservedENIs int64) int64 {
 		return 2
 	}
 	return enis*(ipsPerENI-1) + 2
+}
+
+// Pod ceilings of the EKS max-pods calculator with prefix delegation, by vCPUs.
+const (
+	prefixPodsSmall      = 110
+	prefixPodsLarge      = 250
+	prefixPodsLargeVCPUs = 30
+	ipsPerPrefix         = 16
+)
+
+// prefixMaxPods is the EKS max-pods calculator's limit with prefix delegation: a /28 prefix
+// in every secondary address slot of every ENI, plus two host-network pods, capped at 110
+// pods below 30 vCPUs and 250 from there.
+func prefixMaxPods(enis, ipsPerENI, reservedENIs, vcpus int64) int64 {
+	ceiling := int64(prefixPodsSmall)
+	if vcpus >= prefixPodsLargeVCPUs {
+		ceiling = prefixPodsLarge
+	}
+	enis -= reservedENIs
+	if enis <= 0 || ipsPerENI <= 1 {
+		return 2
+	}
+	return min(enis*(ipsPerENI-1)*ipsPerPrefix+2, ceiling)
+}
+
+// prefixCapable says whether the VPC CNI can assign prefixes on the type: Nitro instances
+// and bare metal ones.
+func prefixCapable(info ec2types.InstanceTypeInfo) bool {
+	return info.Hypervisor == ec2types.InstanceTypeHypervisorNitro || aws.ToBool(info.BareMetal)
 }
 
 // maxPods applies the EC2NodeClass's kubelet maxPods and podsPerCore to the ENI limit.

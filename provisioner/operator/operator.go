@@ -561,6 +561,7 @@ func newProvider(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, opts O
 		ReservedENIs:            opts.ReservedENIs,
 		UnavailableOfferingsTTL: opts.UnavailableOfferingsTTL,
 		IsolatedVPC:             opts.IsolatedVPC,
+		ReservedCapacity:        opts.FeatureGates.Enabled(GateReservedCapacity),
 	}, clients, mgr.GetClient(), mgr.GetClient(), clk)
 }
 

@@ -379,7 +379,7 @@ func TestRetriedCreateFleetReturnsTheSameInstance(t *testing.T) {
 	var ids []string
 	// As after a crash before the instance was tagged visibly: the same request again.
 	for range 2 {
-		fleet, err := h.newProvider(t, h.clock).createFleet(ctx, nc, lc.class, lc.resolved, karpv1.CapacityTypeOnDemand, candidates, false)
+		fleet, err := h.newProvider(t, h.clock).createFleet(ctx, nc, lc.class, lc.resolved, candidates, false)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -38,6 +38,7 @@ import (
 	karpv1alpha1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1alpha1"
 	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
 	"github.com/tailor-autoscaler/tailor/provisioner/batcher"
+	"github.com/tailor-autoscaler/tailor/provisioner/capacityblock"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/measured"
@@ -315,6 +316,11 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}
 	if opts.FeatureGates.Enabled(GateStaticCapacity) {
 		if err := static.NewController(mgr.GetClient(), prov, recorder, clk).Register(mgr); err != nil {
+			return fmt.Errorf("registering controller: %w", err)
+		}
+	}
+	if opts.FeatureGates.Enabled(GateReservedCapacity) {
+		if err := capacityblock.NewController(mgr.GetClient(), recorder, clk, disruptions).Register(mgr); err != nil {
 			return fmt.Errorf("registering controller: %w", err)
 		}
 	}

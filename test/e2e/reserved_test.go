@@ -10,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
@@ -74,6 +77,104 @@ func TestReservedCapacity(t *testing.T) {
 		}
 	}
 	t.Logf("figures: %d instances; beyond the reservation the workload pays $%.3f/h, without it $%.3f/h", len(instances), paid, all)
+}
+
+// TestCapacityBlockEndingDrainsItsNode runs a capacity block to its end: a Deployment's pod
+// runs in a one-node block; once the block's status turns expiring (40 minutes before its
+// end), its NodeClaim is drained like an interrupted one and the pod moves to a new
+// on-demand node before EC2 would terminate the instance.
+func TestCapacityBlockEndingDrainsItsNode(t *testing.T) {
+	e := startStack(t)
+	// Expiring starts 40 minutes before the end: the block is active for its first 30
+	// seconds, long enough to launch into it.
+	end := time.Now().Add(40*time.Minute + 30*time.Second)
+	id := e.addCapacityReservation(t, localaws.CapacityReservationSpec{
+		InstanceType: "m5.large", Zone: "us-east-1a", Count: 1, InstanceMatchCriteria: "targeted",
+		ReservationType: "capacity-block", End: end, Tags: map[string]string{"team": "ml"},
+	})
+	e.apply(t, "reserved.yaml")
+	e.waitNodeClassReady(t, "default")
+	e.waitReservationsResolved(t, "default", id)
+
+	e.createDeployment(t, "trainer", "1500m")
+	first := e.waitDeploymentNode(t, "trainer", "", 2*time.Minute)
+	if got := first.Labels[karpv1.CapacityReservationTypeLabelKey]; got != "capacity-block" || first.Labels[karpv1.CapacityReservationIDLabelKey] != id {
+		t.Fatalf("the trainer runs on %s with reservation labels %q/%q, want the block %s", first.Name, first.Labels[karpv1.CapacityReservationIDLabelKey], got, id)
+	}
+	time.Sleep(time.Until(end.Add(-40*time.Minute + time.Second)))
+	// The class is resolved again every five minutes; a change of the class resolves it now.
+	class := &awsv1.EC2NodeClass{}
+	if err := e.kube.Get(e.ctx, client.ObjectKey{Name: "default"}, class); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(class.DeepCopy())
+	class.Annotations = map[string]string{"test.tailor.sh/resolve": "now"}
+	if err := e.kube.Patch(e.ctx, class, patch); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	second := e.waitDeploymentNode(t, "trainer", first.Name, 3*time.Minute)
+	t.Logf("the block's pod runs on %s (%s) %s after the block turned expiring", second.Name, second.Labels[karpv1.CapacityTypeLabelKey], time.Since(start).Round(time.Second))
+	if got := second.Labels[karpv1.CapacityTypeLabelKey]; got != karpv1.CapacityTypeOnDemand {
+		t.Errorf("the replacement node is %s, want on-demand: an expiring block takes no node", got)
+	}
+	err := wait.PollUntilContextTimeout(e.ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, nc := range e.nodeClaims(t) {
+			if nc.Status.NodeName == first.Name {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Errorf("the block's NodeClaim is still there: %v", err)
+	}
+}
+
+// createDeployment creates a one-replica Deployment whose pod requests cpu.
+func (e *env) createDeployment(t *testing.T, name, cpu string) {
+	t.Helper()
+	template := pod("", cpu)
+	template.Labels = map[string]string{"app": name}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: template.Labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: template.Labels}, Spec: template.Spec},
+		},
+	}
+	if _, err := e.cs.AppsV1().Deployments(d.Namespace).Create(e.ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitDeploymentNode waits for a running pod of the Deployment on a node other than notOn,
+// and returns the node.
+func (e *env) waitDeploymentNode(t *testing.T, name, notOn string, timeout time.Duration) *corev1.Node {
+	t.Helper()
+	var found string
+	err := wait.PollUntilContextTimeout(e.ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		pods, err := e.cs.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+		if err != nil {
+			return false, err
+		}
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil && p.Spec.NodeName != "" && p.Spec.NodeName != notOn {
+				found = p.Spec.NodeName
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no running pod of Deployment %s on a node other than %q: %v", name, notOn, err)
+	}
+	node := &corev1.Node{}
+	if err := e.kube.Get(e.ctx, client.ObjectKey{Name: found}, node); err != nil {
+		t.Fatal(err)
+	}
+	return node
 }
 
 // addCapacityReservation adds a reservation to the local EC2 endpoint and returns its id.

@@ -1,7 +1,8 @@
 // Package capacityblock drains the nodes of EC2 capacity blocks before they end. EC2
 // terminates a capacity block's instances 30 minutes before the block ends; once an
-// EC2NodeClass's status reports a block expiring, each NodeClaim launched into it is handled
-// like an interrupted one: marked Interrupted with the termination time as its deadline,
+// EC2NodeClass's status reports a block expiring, or its end is nearer than
+// awsv1.CapacityBlockExpiryWarning (the status is resolved again only every few minutes),
+// each NodeClaim launched into it is handled like an interrupted one: marked Interrupted with the termination time as its deadline,
 // its node cordoned, replacement capacity launched for its pods, and the NodeClaim deleted
 // so that the termination controller drains the node while the instance still runs.
 package capacityblock
@@ -35,7 +36,7 @@ const ReasonCapacityBlockExpiring = "CapacityBlockExpiring"
 const TerminationLead = 30 * time.Minute
 
 // recheck is how often a class with capacity blocks is looked at again, for NodeClaims
-// launched into a block while its status turned expiring.
+// launched into a block while it turned expiring; sooner when a block turns expiring sooner.
 const recheck = time.Minute
 
 // Controller drains the NodeClaims of expiring capacity blocks, per EC2NodeClass.
@@ -69,23 +70,25 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := c.kube.Get(ctx, req.NamespacedName, class); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	blocks := false
+	var result reconcile.Result
+	now := c.clock.Now()
 	for _, r := range class.Status.CapacityReservations {
-		if r.ReservationType != awsv1.CapacityReservationTypeCapacityBlock {
+		if r.ReservationType != awsv1.CapacityReservationTypeCapacityBlock || r.EndTime == nil {
 			continue
 		}
-		blocks = true
-		if r.State != awsv1.CapacityReservationStateExpiring || r.EndTime == nil {
-			continue
+		wait := recheck
+		if expiring := r.EndTime.Add(-awsv1.CapacityBlockExpiryWarning); r.State == awsv1.CapacityReservationStateExpiring || !now.Before(expiring) {
+			if err := c.drainBlock(ctx, r); err != nil {
+				return reconcile.Result{}, err
+			}
+		} else {
+			wait = min(wait, expiring.Sub(now))
 		}
-		if err := c.drainBlock(ctx, r); err != nil {
-			return reconcile.Result{}, err
+		if result.RequeueAfter == 0 || wait < result.RequeueAfter {
+			result.RequeueAfter = wait
 		}
 	}
-	if blocks {
-		return reconcile.Result{RequeueAfter: recheck}, nil
-	}
-	return reconcile.Result{}, nil
+	return result, nil
 }
 
 // drainBlock hands each NodeClaim of the block, not yet deleted, to the drain.

@@ -21,10 +21,6 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 )
 
-// capacityBlockExpiryWarning is how long before a capacity block ends it is reported
-// expiring: EC2 warns then that the block's instances will be terminated.
-const capacityBlockExpiryWarning = 40 * time.Minute
-
 // Reasons of the CapacityReservationsReady condition.
 const (
 	ReasonCapacityReservationsResolved  = "Resolved"
@@ -110,7 +106,8 @@ func isUnknownReservation(err error) bool {
 }
 
 // reservationStatus is how the class's status shows a reservation: a capacity block is
-// expiring from capacityBlockExpiryWarning before its end.
+// expiring from awsv1.CapacityBlockExpiryWarning before its end, when EC2 warns that its
+// instances will be terminated.
 func reservationStatus(r ec2types.CapacityReservation, now time.Time) awsv1.CapacityReservation {
 	status := awsv1.CapacityReservation{
 		ID:                    aws.ToString(r.CapacityReservationId),
@@ -127,7 +124,7 @@ func reservationStatus(r ec2types.CapacityReservation, now time.Time) awsv1.Capa
 	if r.EndDate != nil {
 		end := metav1.NewTime(r.EndDate.UTC())
 		status.EndTime = &end
-		if status.ReservationType == awsv1.CapacityReservationTypeCapacityBlock && !now.Before(r.EndDate.Add(-capacityBlockExpiryWarning)) {
+		if status.ReservationType == awsv1.CapacityReservationTypeCapacityBlock && !now.Before(r.EndDate.Add(-awsv1.CapacityBlockExpiryWarning)) {
 			status.State = awsv1.CapacityReservationStateExpiring
 		}
 	}

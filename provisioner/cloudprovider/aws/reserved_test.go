@@ -320,3 +320,42 @@ func containsLabel(userData, text string) bool {
 	raw, err := base64.StdEncoding.DecodeString(userData)
 	return err == nil && strings.Contains(string(raw), text)
 }
+
+func TestInstancesInAReservationAreReserved(t *testing.T) {
+	tests := []struct {
+		name    string
+		gateOff bool
+		want    map[string]string
+	}{
+		{
+			name: "an on-demand launch an open reservation absorbs is reserved",
+			want: map[string]string{karpv1.CapacityTypeLabelKey: "reserved", karpv1.CapacityReservationIDLabelKey: crOpen, karpv1.CapacityReservationTypeLabelKey: "default", "topology.kubernetes.io/zone": "us-east-1a"},
+		},
+		{name: "with the gate off it stays on-demand", gateOff: true, want: map[string]string{karpv1.CapacityTypeLabelKey: "on-demand", "topology.kubernetes.io/zone": "us-east-1a"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := reservedHarness(t, true, crOpen)
+			h.provider.opts.ReservedCapacity = !tt.gateOff
+			// The class's status lists the reservation, as the status controller writes it.
+			class := h.defaultClass(t)
+			status, err := h.provider.ResolveNodeClass(context.Background(), class)
+			if err != nil {
+				t.Fatal(err)
+			}
+			class.Status = status
+			if err := h.kube.Update(context.Background(), class); err != nil {
+				t.Fatal(err)
+			}
+			nc := nodeClaim("a", []string{"m5.large"}, "on-demand")
+			nc.Spec.Requirements = append(nc.Spec.Requirements, karpv1.NodeSelectorRequirementWithMinValues{Key: "topology.kubernetes.io/zone", Operator: "In", Values: []string{"us-east-1a"}})
+			launched, err := h.provider.Create(context.Background(), nc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, launchedLabels(launched)); diff != "" {
+				t.Errorf("labels (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -60,8 +60,16 @@ type Offering struct {
 	// ZoneID is the zone's ID, for example use1-az1: the same physical zone in every
 	// account, where names map to zones differently per account. Empty when unknown.
 	ZoneID string
-	// CapacityType is karpv1.CapacityTypeSpot or karpv1.CapacityTypeOnDemand.
+	// CapacityType is karpv1.CapacityTypeSpot, karpv1.CapacityTypeOnDemand or
+	// karpv1.CapacityTypeReserved.
 	CapacityType string
+	// ReservationID and ReservationType name the capacity reservation of a reserved
+	// offering (one offering per reservation); empty for the others.
+	ReservationID, ReservationType string
+	// ReservedInstances is how many more instances a reserved offering's reservation takes,
+	// less those planned or launched into it since it was last described. The planner
+	// never plans more nodes into it; 0 for the other capacity types.
+	ReservedInstances int
 	// Price is the instance's hourly price in USD.
 	Price float64
 	// NodeCosts are what a node of this offering costs besides its instance.
@@ -120,7 +128,8 @@ func NewPriceParts(instance float64, costs NodeCosts, daemonSetShare float64) Pr
 }
 
 // Label is the value of a label that a node of this type launched from the offering has:
-// the offering's zone, zone ID and capacity type, or the type's own labels.
+// the offering's zone, zone ID, capacity type and capacity reservation, or the type's own
+// labels.
 func (t *InstanceType) Label(o Offering, key string) (string, bool) {
 	switch key {
 	case corev1.LabelInstanceTypeStable:
@@ -131,6 +140,10 @@ func (t *InstanceType) Label(o Offering, key string) (string, bool) {
 		return o.ZoneID, o.ZoneID != ""
 	case karpv1.CapacityTypeLabelKey:
 		return o.CapacityType, true
+	case karpv1.CapacityReservationIDLabelKey:
+		return o.ReservationID, o.ReservationID != ""
+	case karpv1.CapacityReservationTypeLabelKey:
+		return o.ReservationType, o.ReservationType != ""
 	}
 	v, ok := t.Labels[key]
 	return v, ok

@@ -527,14 +527,17 @@ func movable(p *corev1.Pod) bool {
 }
 
 // offeringPrice is the hourly price of a node of the offering a node runs on (its instance
-// and its node costs: volumes, public IPv4, monitoring); zero when unknown.
+// and its node costs: volumes, public IPv4, monitoring); zero when unknown. A node in a
+// capacity reservation has its reservation's offering, priced next to nothing: consolidation
+// keeps it rather than replace it.
 func offeringPrice(pool *packing.NodePool, labels map[string]string) float64 {
 	for _, it := range pool.InstanceTypes {
 		if it.Name != labels[corev1.LabelInstanceTypeStable] {
 			continue
 		}
 		for _, o := range it.Offerings {
-			if o.Zone == labels[corev1.LabelTopologyZone] && o.CapacityType == labels[karpv1.CapacityTypeLabelKey] {
+			if o.Zone == labels[corev1.LabelTopologyZone] && o.CapacityType == labels[karpv1.CapacityTypeLabelKey] &&
+				o.ReservationID == labels[karpv1.CapacityReservationIDLabelKey] {
 				return o.NodePrice()
 			}
 		}

@@ -58,7 +58,7 @@ func BindFlags(fs *flag.FlagSet) *Options {
 	fs.Var(&opts.LogLevel, "log-level", "Karpenter's log level: debug (-v=2), info, or error (errors only); empty leaves -v alone (env LOG_LEVEL).")
 	fs.Float64Var(&opts.KubeAPIQPS, "kube-api-qps", DefaultKubeAPIQPS, "Requests a second the sidecar may send the API server (caches, writes, evictions and events share them; leader election has as many of its own) (env KUBE_CLIENT_QPS).")
 	fs.IntVar(&opts.KubeAPIBurst, "kube-api-burst", DefaultKubeAPIBurst, "Requests the sidecar may send the API server at once, before --kube-api-qps paces them (env KUBE_CLIENT_BURST).")
-	fs.Var(&opts.FeatureGates, "feature-gates", "Karpenter's feature gates, as Name=true,Other=false: SpotToSpotConsolidation (default false) lets consolidation replace spot nodes with cheaper spot; NodeRepair (default false) replaces nodes whose conditions stay unhealthy (--node-repair-policies); StaticCapacity (default false) keeps NodePools with spec.replicas at that many nodes; NodeOverlay (default false) applies NodeOverlays' prices and capacities to planning; ReservedCapacity and CapacityBuffer are accepted but not built in Tailor (env FEATURE_GATES).")
+	fs.Var(&opts.FeatureGates, "feature-gates", "Karpenter's feature gates, as Name=true,Other=false: SpotToSpotConsolidation (default false) lets consolidation replace spot nodes with cheaper spot; NodeRepair (default false) replaces nodes whose conditions stay unhealthy (--node-repair-policies); StaticCapacity (default false) keeps NodePools with spec.replicas at that many nodes; NodeOverlay (default false) applies NodeOverlays' prices and capacities to planning; ReservedCapacity (default true) plans and launches into the EC2NodeClasses' capacity reservations as capacity type reserved; CapacityBuffer is accepted but not built in Tailor (env FEATURE_GATES).")
 	fs.Var(&opts.RepairPolicies, "node-repair-policies", "With the NodeRepair feature gate, the node conditions that get a node replaced once they have held this long, as Type=Status:toleration, comma separated (Karpenter's AWS defaults).")
 	fs.Var(&opts.MinValuesPolicy, "min-values-policy", "What planning does when a NodePool's minValues cannot be met: Strict refuses the NodeClaim, BestEffort relaxes minValues and says so on it (env MIN_VALUES_POLICY).")
 	return opts
@@ -136,7 +136,7 @@ const (
 // builtGates are the gates Tailor implements; the others of knownGates are accepted for a
 // Karpenter configuration to apply, and reported when enabled.
 var (
-	builtGates = map[string]bool{GateSpotToSpotConsolidation: true, GateNodeRepair: true, GateStaticCapacity: true, GateNodeOverlay: true}
+	builtGates = map[string]bool{GateSpotToSpotConsolidation: true, GateNodeRepair: true, GateStaticCapacity: true, GateNodeOverlay: true, GateReservedCapacity: true}
 	knownGates = map[string]bool{
 		GateSpotToSpotConsolidation: true, GateNodeRepair: true, GateReservedCapacity: true,
 		GateNodeOverlay: true, GateStaticCapacity: true, GateCapacityBuffer: true,

@@ -38,6 +38,7 @@ import (
 	karpv1alpha1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1alpha1"
 	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
 	"github.com/tailor-autoscaler/tailor/provisioner/batcher"
+	"github.com/tailor-autoscaler/tailor/provisioner/capacityblock"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/measured"
@@ -320,6 +321,11 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 			return fmt.Errorf("registering controller: %w", err)
 		}
 	}
+	if opts.FeatureGates.Enabled(GateReservedCapacity) {
+		if err := capacityblock.NewController(mgr.GetClient(), recorder, clk, disruptions).Register(mgr); err != nil {
+			return fmt.Errorf("registering controller: %w", err)
+		}
+	}
 	if opts.FeatureGates.Enabled(GateNodeRepair) {
 		if err := repair.NewController(mgr.GetClient(), recorder, clk, opts.RepairPolicies).Register(mgr); err != nil {
 			return fmt.Errorf("registering controller: %w", err)
@@ -564,6 +570,7 @@ func newProvider(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, opts O
 		PrefixDelegation:        opts.PrefixDelegation,
 		UnavailableOfferingsTTL: opts.UnavailableOfferingsTTL,
 		IsolatedVPC:             opts.IsolatedVPC,
+		ReservedCapacity:        opts.FeatureGates.Enabled(GateReservedCapacity),
 	}, clients, mgr.GetClient(), mgr.GetClient(), clk)
 }
 

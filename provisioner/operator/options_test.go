@@ -110,7 +110,7 @@ func TestKarpenterEnvironmentSetsFlagsNotGiven(t *testing.T) {
 		MinValuesPolicy                                 MinValuesPolicy
 	}
 	defaults := settings{VMMemoryOverheadPercent: 0.075, BatchIdle: time.Second, BatchMax: 10 * time.Second,
-		Unbuilt: []string{GateReservedCapacity}, MinValuesPolicy: MinValuesStrict}
+		MinValuesPolicy: MinValuesStrict}
 	tests := []struct {
 		name string
 		env  map[string]string

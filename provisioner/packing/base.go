@@ -40,6 +40,9 @@ type base struct {
 	// nodeKeys numbers the groups' node constraints.
 	nodeKeys map[string]int
 	nextID   int
+	// reservedLeft is how many more nodes the round may plan into each capacity
+	// reservation, by id: planned nodes of its offerings take one each.
+	reservedLeft map[string]int
 	// round numbers the planning rounds. The trackers and anti-affinity terms a round's
 	// groups use carry its number: a Snapshot keeps those of earlier rounds, which the
 	// round must not count pods for nor pin labels by.
@@ -267,7 +270,11 @@ func (b *base) countTracker(t *tracker) {
 // beginRound starts a planning round: pools launch within their limits afresh.
 func (b *base) beginRound() {
 	b.round++
+	b.reservedLeft = map[string]int{}
 	for _, p := range b.pools {
 		p.remaining = slices.Clone(p.limit)
+		for id, n := range p.reserved {
+			b.reservedLeft[id] = n
+		}
 	}
 }

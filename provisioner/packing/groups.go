@@ -222,7 +222,12 @@ func requiredTerms(pod *corev1.Pod) []corev1.NodeSelectorTerm {
 // labels that vary between offerings of one instance type.
 func referencesOfferKeys(selector map[string]string, terms []corev1.NodeSelectorTerm) bool {
 	offerKey := func(k string) bool {
-		return k == corev1.LabelTopologyZone || k == karpv1.ZoneIDLabelKey || k == karpv1.CapacityTypeLabelKey
+		switch k {
+		case corev1.LabelTopologyZone, karpv1.ZoneIDLabelKey, karpv1.CapacityTypeLabelKey,
+			karpv1.CapacityReservationIDLabelKey, karpv1.CapacityReservationTypeLabelKey:
+			return true
+		}
+		return false
 	}
 	for k := range selector {
 		if offerKey(k) {

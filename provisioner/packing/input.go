@@ -109,6 +109,9 @@ type Choice struct {
 	InstanceType string
 	Zone         string
 	CapacityType string
+	// ReservationID and ReservationType name the capacity reservation of a reserved
+	// offering.
+	ReservationID, ReservationType string
 	// Price is what a node of the offering costs per hour: its instance and the node costs
 	// of the offering (volumes, public IPv4, monitoring), the sum of Parts.
 	Price float64

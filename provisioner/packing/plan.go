@@ -136,7 +136,7 @@ func (s *solver) priced(n *node) NewNodeClaim {
 
 // validOffer reports whether an offering of the node's pool can take the node's place: it
 // holds the node's pods and DaemonSets, accepts each of its pods, keeps every label they
-// rely on, and stays within the pool's limits.
+// rely on, stays within the pool's limits, and takes no capacity reservation but its own.
 func (s *solver) validOffer(n *node) func(*offer) bool {
 	p := n.pool
 	used := n.offer.alloc.minus(n.free)
@@ -154,6 +154,11 @@ func (s *solver) validOffer(n *node) func(*offer) bool {
 	}
 	pinned := n.pinnedValues()
 	return func(o *offer) bool {
+		// A node takes one instance of its own reservation only: the others' instances are
+		// counted for the nodes planned into them.
+		if o.reservationID != "" && o.reservationID != n.offer.reservationID {
+			return false
+		}
 		return used.fits(o.alloc) && (limit == nil || withinLimit(o.typ.capacity, limit, p.limited)) &&
 			allCompatible(compats, o) && samePinned(pinned, o)
 	}

@@ -46,6 +46,9 @@ type pool struct {
 	cols []lowerbound.Column
 	// minValues are the keys the NodePool's requirements set minValues for, by key.
 	minValues []minValue
+	// reserved are how many instances each capacity reservation of the pool's reserved
+	// offerings takes, by reservation id.
+	reserved map[string]int
 }
 
 // columns are the pool's offers as the LP that prices resources sees them.
@@ -90,6 +93,8 @@ type offer struct {
 	zone         string
 	zoneID       string
 	capacityType string
+	// reservationID and reservationType name a reserved offering's capacity reservation.
+	reservationID, reservationType string
 	// price is what a node of the offering costs: its instance and its node costs.
 	price float64
 	// instance is the instance's price, costs what the node pays besides.
@@ -110,6 +115,10 @@ func (o *offer) label(key string) (string, bool) {
 		return o.zoneID, o.zoneID != ""
 	case karpv1.CapacityTypeLabelKey:
 		return o.capacityType, true
+	case karpv1.CapacityReservationIDLabelKey:
+		return o.reservationID, o.reservationID != ""
+	case karpv1.CapacityReservationTypeLabelKey:
+		return o.reservationType, o.reservationType != ""
 	}
 	v, ok := o.typ.labels[key]
 	return v, ok
@@ -119,6 +128,7 @@ func (o *offer) label(key string) (string, bool) {
 func (o *offer) choice() Choice {
 	return Choice{
 		InstanceType: o.typ.it.Name, Zone: o.zone, CapacityType: o.capacityType, Price: o.price,
+		ReservationID: o.reservationID, ReservationType: o.reservationType,
 		Parts: cloudprovider.NewPriceParts(o.instance, o.costs, o.daemonSetShare()),
 	}
 }
@@ -136,10 +146,10 @@ func (o *offer) daemonSetShare() float64 {
 }
 
 // nodeObject is a node with the offering's labels, built on first use, for matchers that
-// need zone or capacity type.
+// need zone, capacity type or capacity reservation.
 func (o *offer) nodeObject() *corev1.Node {
 	if o.node == nil {
-		labels := make(map[string]string, len(o.typ.labels)+3)
+		labels := make(map[string]string, len(o.typ.labels)+5)
 		for k, v := range o.typ.labels {
 			labels[k] = v
 		}
@@ -148,6 +158,10 @@ func (o *offer) nodeObject() *corev1.Node {
 			labels[karpv1.ZoneIDLabelKey] = o.zoneID
 		}
 		labels[karpv1.CapacityTypeLabelKey] = o.capacityType
+		if o.reservationID != "" {
+			labels[karpv1.CapacityReservationIDLabelKey] = o.reservationID
+			labels[karpv1.CapacityReservationTypeLabelKey] = o.reservationType
+		}
 		o.node = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: labels}}
 	}
 	return o.node
@@ -161,6 +175,7 @@ func newPool(np NodePool, d *dims, daemons []*daemon) *pool {
 		taints:     tmpl.Spec.Taints,
 		compatible: map[int]*compat{},
 		minValues:  minValuesOf(tmpl.Spec.Requirements),
+		reserved:   map[string]int{},
 	}
 	if np.Remaining != nil {
 		p.limit = d.of(np.Remaining)
@@ -204,7 +219,14 @@ func newPool(np NodePool, d *dims, daemons []*daemon) *pool {
 			if !o.Available {
 				continue
 			}
-			of := &offer{typ: t, zone: o.Zone, zoneID: o.ZoneID, capacityType: o.CapacityType, price: o.NodePrice(), instance: o.Price, costs: o.NodeCosts}
+			if o.CapacityType == karpv1.CapacityTypeReserved && o.ReservedInstances <= 0 {
+				continue
+			}
+			of := &offer{
+				typ: t, zone: o.Zone, zoneID: o.ZoneID, capacityType: o.CapacityType,
+				reservationID: o.ReservationID, reservationType: o.ReservationType,
+				price: o.NodePrice(), instance: o.Price, costs: o.NodeCosts,
+			}
 			if !requirements.MatchesFunc(reqs, of.label) {
 				continue
 			}
@@ -215,6 +237,9 @@ func newPool(np NodePool, d *dims, daemons []*daemon) *pool {
 				}
 			}
 			of.alloc = t.alloc.minus(of.ds)
+			if of.reservationID != "" {
+				p.reserved[of.reservationID] = o.ReservedInstances
+			}
 			of.index = len(p.offers)
 			p.offers = append(p.offers, of)
 			t.offers = append(t.offers, of)

@@ -566,7 +566,7 @@ func (s *solver) tryNode(o *offer, g *group) (*node, float64) {
 func (s *solver) canSeed(g *group, o *offer) bool {
 	p := o.typ.pool
 	c := p.compatibleOffers(g)
-	return c.ok[o.index] && g.need.fits(o.alloc) && p.withinLimits(o.typ.capacity) && s.offerAllows(g, o)
+	return c.ok[o.index] && g.need.fits(o.alloc) && p.withinLimits(o.typ.capacity) && s.reservationLeft(o) && s.offerAllows(g, o)
 }
 
 // candidates are the offerings to try for a new node seeded by the group: per size class
@@ -590,7 +590,7 @@ func (s *solver) candidates(g *group, p *pool) []*offer {
 			continue
 		}
 		for _, o := range rt.offers {
-			if g.need.fits(o.alloc) && p.withinLimits(o.typ.capacity) && s.offerAllows(g, o) {
+			if g.need.fits(o.alloc) && p.withinLimits(o.typ.capacity) && s.reservationLeft(o) && s.offerAllows(g, o) {
 				seen |= bit
 				out = append(out, o)
 				break
@@ -626,6 +626,12 @@ func (s *solver) offerAllows(g *group, o *offer) bool {
 	return true
 }
 
+// reservationLeft reports whether a new node may be planned into the offering: a reserved
+// offering's reservation must have an instance left that no planned node takes.
+func (s *solver) reservationLeft(o *offer) bool {
+	return o.reservationID == "" || s.reservedLeft[o.reservationID] > 0
+}
+
 func (s *solver) newPlanned(o *offer) *node {
 	p := o.typ.pool
 	n := &node{id: s.newID(), pool: p, offer: o, free: slices.Clone(o.alloc), pinned: map[string]bool{}}
@@ -633,6 +639,9 @@ func (s *solver) newPlanned(o *offer) *node {
 	n.ports = slices.Clone(p.dsPorts)
 	if p.remaining != nil {
 		p.remaining.sub(o.typ.capacity)
+	}
+	if o.reservationID != "" {
+		s.reservedLeft[o.reservationID]--
 	}
 	return n
 }
@@ -668,6 +677,9 @@ func (s *solver) rollback(n *node) {
 	n.placed = nil
 	if n.pool.remaining != nil {
 		n.pool.remaining.add(n.offer.typ.capacity)
+	}
+	if n.offer.reservationID != "" {
+		s.reservedLeft[n.offer.reservationID]++
 	}
 }
 

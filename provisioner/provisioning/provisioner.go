@@ -536,6 +536,12 @@ func (p *Provisioner) createNodeClaim(ctx context.Context, planned *packing.NewN
 	for k, v := range requirements.SingleValueLabels(tmpl.Spec.Requirements) {
 		nc.Labels[k] = v
 	}
+	if c := planned.Cheapest; c.ReservationID != "" {
+		// The reservation the plan counts the NodeClaim against until it launches: the
+		// provider keeps its instance from the next plans.
+		nc.Labels[karpv1.CapacityReservationIDLabelKey] = c.ReservationID
+		nc.Labels[karpv1.CapacityReservationTypeLabelKey] = c.ReservationType
+	}
 	for k, v := range tmpl.ObjectMeta.Labels {
 		nc.Labels[k] = v
 	}

@@ -47,10 +47,7 @@ func Cases() []Case {
 		{File: "rejected-alias-with-id.yaml", Rejected: []string{"spec.amiSelectorTerms", "an AMI selector term with alias cannot also have id"}},
 		{File: "differs-aws-domain-label.yaml", Differs: `Karpenter refuses template labels in the karpenter.k8s.aws domain other than its well-known ones (label domain "karpenter.k8s.aws" is restricted); Tailor accepts them`,
 			NotLaunched: "refers to the EC2NodeClass of docs-complete.yaml; what matters is that the API server accepts it"},
-		{File: "differs-capacity-reservations.yaml",
-			Differs: "Karpenter (v1.3 and later) launches into the on-demand capacity reservations capacityReservationSelectorTerms select; " +
-				"Tailor accepts the terms and lists the active reservations they select in status.capacityReservations, but does not launch into them yet: " +
-				"a NodePool that allows reserved and on-demand gets on-demand nodes"},
+		{File: "capacity-reservations.yaml"},
 		{File: "differs-karpenter-sh-requirement.yaml", Differs: `Karpenter refuses requirement keys in the karpenter.sh domain other than capacity-type and nodepool (label domain "karpenter.sh" is restricted); Tailor accepts them`,
 			NotLaunched: "no instance type carries the label: pods could not be planned onto the NodePool"},
 	}

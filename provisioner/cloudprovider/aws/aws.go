@@ -85,6 +85,9 @@ type Options struct {
 	// ask CreateFleet for them in that order (the prioritized strategy) instead of by EC2's
 	// lowest price, so the instance launched is the one planned.
 	LaunchPrices func(ctx context.Context, nodePool string, types []*cloudprovider.InstanceType) ([]*cloudprovider.InstanceType, error)
+	// ReservedCapacity offers the active capacity reservations of node classes as
+	// capacity type reserved and launches into them (Karpenter's ReservedCapacity gate).
+	ReservedCapacity bool
 }
 
 func (o *Options) defaults() {
@@ -245,11 +248,27 @@ func New(opts Options, clients Clients, kube, claims client.Reader, clk clock.Cl
 }
 
 // InstanceTypes returns the instance types the NodePool's EC2NodeClass can launch in the
-// zones of its subnets, with prices.
+// zones of its subnets, with prices. A reserved offering's ReservedInstances leave out the
+// instances of NodeClaims planned into its reservation that have not launched yet.
 func (p *Provider) InstanceTypes(ctx context.Context, nodePool *karpv1.NodePool) ([]*cloudprovider.InstanceType, error) {
 	lc, err := p.launchContext(ctx, nodePool.Spec.Template.Spec.NodeClassRef)
 	if err != nil {
 		return nil, err
+	}
+	if len(lc.resolved.reservations.reservations) == 0 || !p.opts.ReservedCapacity {
+		return lc.types, nil
+	}
+	planned, err := p.plannedReservations(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, it := range lc.types {
+		for i := range it.Offerings {
+			if o := &it.Offerings[i]; o.ReservationID != "" {
+				o.ReservedInstances = max(o.ReservedInstances-planned[o.ReservationID], 0)
+				o.Available = o.Available && o.ReservedInstances > 0
+			}
+		}
 	}
 	return lc.types, nil
 }
@@ -290,6 +309,14 @@ func (p *Provider) launchContext(ctx context.Context, ref *karpv1.NodeClassRefer
 			subnet, hasAddress := resolved.subnetFor(o.Zone)
 			o.Available = hasAddress && !p.unavailable.has(offeringKey{instanceType: it.Name, zone: o.Zone, capacityType: o.CapacityType})
 			o.NodeCosts = costs.NodeCosts(class, resolved.publicIPv4[subnet.ID])
+		}
+		if p.opts.ReservedCapacity {
+			reserved := p.reservedOfferings(it, resolved, prices)
+			for i := range reserved {
+				subnet, _ := resolved.subnetFor(reserved[i].Zone)
+				reserved[i].NodeCosts = costs.NodeCosts(class, resolved.publicIPv4[subnet.ID])
+			}
+			it.Offerings = append(it.Offerings, reserved...)
 		}
 		if _, ok := resolved.amis[it.Labels[corev1.LabelArchStable]]; ok && len(it.Offerings) > 0 {
 			lc.types = append(lc.types, it)

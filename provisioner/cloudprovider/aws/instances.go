@@ -134,8 +134,11 @@ func (p *Provider) toNodeClaim(inst *ec2types.Instance, entries map[string]*cata
 	}
 	zone := aws.ToString(inst.Placement.AvailabilityZone)
 	capacityType := karpv1.CapacityTypeOnDemand
+	reservation := ""
 	if inst.InstanceLifecycle == ec2types.InstanceLifecycleTypeSpot {
 		capacityType = karpv1.CapacityTypeSpot
+	} else if id := aws.ToString(inst.CapacityReservationId); id != "" && p.opts.ReservedCapacity {
+		capacityType, reservation = karpv1.CapacityTypeReserved, id
 	}
 	nc := &karpv1.NodeClaim{
 		ObjectMeta: metav1.ObjectMeta{
@@ -154,6 +157,10 @@ func (p *Provider) toNodeClaim(inst *ec2types.Instance, entries map[string]*cata
 	}
 	if np := tags[tagNodePool]; np != "" {
 		nc.Labels[karpv1.NodePoolLabelKey] = np
+	}
+	if reservation != "" {
+		nc.Labels[karpv1.CapacityReservationIDLabelKey] = reservation
+		nc.Labels[karpv1.CapacityReservationTypeLabelKey] = reservationType(class, reservation)
 	}
 	if id := zoneID(inst, class); id != "" {
 		nc.Labels[karpv1.ZoneIDLabelKey] = id

@@ -44,8 +44,11 @@ var launchTemplateNotFoundCodes = map[string]bool{
 	"InvalidLaunchTemplateId.NotFound":            true,
 }
 
-// Create launches one instance for the NodeClaim: spot when the NodeClaim allows it and a
-// spot offering is available, on-demand otherwise or once no spot offering is left. An
+// Create launches one instance for the NodeClaim: into a capacity reservation when the
+// NodeClaim allows capacity type reserved and one has an instance left, else spot when the
+// NodeClaim allows it and a spot offering is available, on-demand otherwise or once no
+// spot offering is left. A reservation found full is marked so and the launch goes on with
+// the other offerings. An
 // instance already tagged for the NodeClaim (launched before a crash) is adopted instead.
 // Offerings that report capacity errors are marked unavailable and the launch retried at
 // once with the others. A launch template that CreateFleet does not find is forgotten and
@@ -81,7 +84,7 @@ func (p *Provider) Create(ctx context.Context, nodeClaim *karpv1.NodeClaim) (*ka
 		if len(chosen) == 0 {
 			break
 		}
-		fleet, err := p.createFleet(ctx, nodeClaim, lc.class, lc.resolved, capacityType, chosen, prioritized)
+		fleet, err := p.createFleet(ctx, nodeClaim, lc.class, lc.resolved, chosen, prioritized)
 		if isLaunchTemplateNotFound(err) && !recreated {
 			// createFleet forgot the templates: the next attempt creates them again.
 			recreated = true
@@ -120,6 +123,9 @@ func (p *Provider) Create(ctx context.Context, nodeClaim *karpv1.NodeClaim) (*ka
 			return nil, noOfferingError(lc)
 		}
 		if fleet.instanceID != "" {
+			if capacityType == karpv1.CapacityTypeReserved {
+				lc.resolved.tookReservation(chosen[0].offering.ReservationID)
+			}
 			if p.afterCreateFleet != nil {
 				if err := p.afterCreateFleet(ctx, fleet.instanceID); err != nil {
 					return nil, err
@@ -151,8 +157,14 @@ func noOfferingError(lc *launchContext) error {
 }
 
 // nextCapacityType returns the capacity type to launch next and its candidates not yet
-// excluded: spot while any is left, then on-demand.
+// excluded: the cheapest reserved one while any is left (one reservation a request, since
+// the launch template targets it), then spot while any is left, then on-demand.
 func nextCapacityType(candidates []candidate, excluded map[offeringKey]bool) (string, []candidate) {
+	for _, c := range candidates {
+		if c.offering.CapacityType == karpv1.CapacityTypeReserved && !excluded[c.key()] {
+			return karpv1.CapacityTypeReserved, []candidate{c}
+		}
+	}
 	for _, capacityType := range []string{karpv1.CapacityTypeSpot, karpv1.CapacityTypeOnDemand} {
 		var chosen []candidate
 		for _, c := range candidates {
@@ -197,6 +209,9 @@ type candidate struct {
 }
 
 func (c candidate) key() offeringKey {
+	if c.offering.CapacityType == karpv1.CapacityTypeReserved {
+		return reservedKey(c.it.Name, c.offering)
+	}
 	return offeringKey{instanceType: c.it.Name, zone: c.offering.Zone, capacityType: c.offering.CapacityType}
 }
 
@@ -323,11 +338,18 @@ type fleetLaunch struct {
 	errors []fleetError
 }
 
-// createFleet asks EC2 for one instance among the candidates; prioritized asks for on-demand
-// capacity in the candidates' order rather than by EC2's lowest price. When EC2 says a launch
-// template does not exist, for the request or for an override, the provider forgets the
-// request's templates so that the next launch creates them again.
-func (p *Provider) createFleet(ctx context.Context, nodeClaim *karpv1.NodeClaim, class *awsv1.EC2NodeClass, resolved *resolvedClass, capacityType string, candidates []candidate, prioritized bool) (fleetLaunch, error) {
+// createFleet asks EC2 for one instance among the candidates, all of one capacity type (a
+// reserved one alone: on-demand with a launch template targeting its reservation);
+// prioritized asks for on-demand capacity in the candidates' order rather than by EC2's
+// lowest price. When EC2 says a launch template does not exist, for the request or for an
+// override, the provider forgets the request's templates so that the next launch creates
+// them again.
+func (p *Provider) createFleet(ctx context.Context, nodeClaim *karpv1.NodeClaim, class *awsv1.EC2NodeClass, resolved *resolvedClass, candidates []candidate, prioritized bool) (fleetLaunch, error) {
+	offering := candidates[0].offering
+	capacityType, ec2CapacityType := offering.CapacityType, offering.CapacityType
+	if capacityType == karpv1.CapacityTypeReserved {
+		ec2CapacityType = karpv1.CapacityTypeOnDemand
+	}
 	var placed []override
 	subnetOf := map[string]string{}
 	var launch fleetLaunch
@@ -370,7 +392,7 @@ func (p *Provider) createFleet(ctx context.Context, nodeClaim *karpv1.NodeClaim,
 	templateOf := map[ec2types.InstanceType]string{}
 	var templateIDs []string
 	for _, key := range keys {
-		name, id, err := p.ensureLaunchTemplate(ctx, nodeClaim, class, resolved, key, capacityType)
+		name, id, err := p.ensureLaunchTemplate(ctx, nodeClaim, class, resolved, key, offering)
 		if err != nil {
 			return fleetLaunch{}, err
 		}
@@ -389,7 +411,7 @@ func (p *Provider) createFleet(ctx context.Context, nodeClaim *karpv1.NodeClaim,
 		LaunchTemplateConfigs: configs,
 		TargetCapacitySpecification: &ec2types.TargetCapacitySpecificationRequest{
 			TotalTargetCapacity:       aws.Int32(1),
-			DefaultTargetCapacityType: ec2types.DefaultTargetCapacityType(capacityType),
+			DefaultTargetCapacityType: ec2types.DefaultTargetCapacityType(ec2CapacityType),
 		},
 		TagSpecifications: []ec2types.TagSpecification{
 			{ResourceType: ec2types.ResourceTypeInstance, Tags: p.instanceTags(nodeClaim, class)},
@@ -427,10 +449,13 @@ func (p *Provider) createFleet(ctx context.Context, nodeClaim *karpv1.NodeClaim,
 				zone = zoneOf[aws.ToString(o.Overrides.SubnetId)]
 			}
 			lifecycle := capacityType
-			if e.Lifecycle != "" {
+			if e.Lifecycle != "" && capacityType != karpv1.CapacityTypeReserved {
 				lifecycle = string(e.Lifecycle)
 			}
 			fe.key = offeringKey{instanceType: string(o.Overrides.InstanceType), zone: zone, capacityType: lifecycle}
+			if capacityType == karpv1.CapacityTypeReserved {
+				fe.key.reservationID = offering.ReservationID
+			}
 		}
 		launch.errors = append(launch.errors, fe)
 		if fe.code == codeInsufficientFreeAddresses && e.LaunchTemplateAndOverrides != nil && e.LaunchTemplateAndOverrides.Overrides != nil {
@@ -494,6 +519,9 @@ type launchTemplateSpec struct {
 	Monitoring      bool
 	PublicIP        *bool
 	Tags            map[string]string
+	// CapacityReservationID is the reservation the template launches into; left out of
+	// the hash when empty, so templates outside reservations keep their names.
+	CapacityReservationID string `json:",omitempty"`
 }
 
 // templateKey is what sets the instance types of one NodeClaim apart in launch templates:
@@ -516,14 +544,22 @@ func (p *Provider) templateKey(it *cloudprovider.InstanceType, class *awsv1.EC2N
 }
 
 // launchTemplate returns the name and content of the launch template that launches the
-// NodeClaim's instances of this key and capacity type. The name is a digest of the
-// content, so NodeClaims that need the same template share it.
-func (p *Provider) launchTemplate(nodeClaim *karpv1.NodeClaim, class *awsv1.EC2NodeClass, resolved *resolvedClass, key templateKey, capacityType string) (string, launchTemplateSpec, error) {
-	labels := map[string]string{karpv1.CapacityTypeLabelKey: capacityType}
+// NodeClaim's instances of this key (architecture, max pods) and the offering's capacity
+// type (and capacity reservation, which it targets). The name is a digest of the content, so
+// NodeClaims that need the same template share it.
+func (p *Provider) launchTemplate(nodeClaim *karpv1.NodeClaim, class *awsv1.EC2NodeClass, resolved *resolvedClass, key templateKey, offering cloudprovider.Offering) (string, launchTemplateSpec, error) {
+	labels := map[string]string{karpv1.CapacityTypeLabelKey: offering.CapacityType}
 	for k, v := range nodeClaim.Labels {
-		if k != corev1.LabelInstanceTypeStable && k != corev1.LabelTopologyZone && k != karpv1.ZoneIDLabelKey && k != karpv1.CapacityTypeLabelKey {
-			labels[k] = v
+		switch k {
+		case corev1.LabelInstanceTypeStable, corev1.LabelTopologyZone, karpv1.ZoneIDLabelKey, karpv1.CapacityTypeLabelKey,
+			karpv1.CapacityReservationIDLabelKey, karpv1.CapacityReservationTypeLabelKey:
+			continue
 		}
+		labels[k] = v
+	}
+	if offering.ReservationID != "" {
+		labels[karpv1.CapacityReservationIDLabelKey] = offering.ReservationID
+		labels[karpv1.CapacityReservationTypeLabelKey] = offering.ReservationType
 	}
 	taints := append([]corev1.Taint{karpv1.UnregisteredNoExecuteTaint}, nodeClaim.Spec.Taints...)
 	taints = append(taints, nodeClaim.Spec.StartupTaints...)
@@ -551,7 +587,7 @@ func (p *Provider) launchTemplate(nodeClaim *karpv1.NodeClaim, class *awsv1.EC2N
 		ImageID: resolved.amis[key.arch].ID, UserData: userData, InstanceProfile: profile,
 		MetadataOptions: class.Spec.MetadataOptions, BlockDevices: class.Spec.BlockDeviceMappings,
 		Monitoring: aws.ToBool(class.Spec.DetailedMonitoring), PublicIP: class.Spec.AssociatePublicIPAddress,
-		Tags: class.Spec.Tags,
+		Tags: class.Spec.Tags, CapacityReservationID: offering.ReservationID,
 	}
 	for _, g := range resolved.securityGroups {
 		spec.SecurityGroups = append(spec.SecurityGroups, g.ID)
@@ -575,8 +611,8 @@ type knownTemplate struct {
 // key (architecture, max pods) and capacity type, creating the template when EC2 does not
 // have it. One the provider knows exists is used without asking AWS; the instance profile it names is made
 // sure of only when the template is created.
-func (p *Provider) ensureLaunchTemplate(ctx context.Context, nodeClaim *karpv1.NodeClaim, class *awsv1.EC2NodeClass, resolved *resolvedClass, key templateKey, capacityType string) (string, string, error) {
-	name, spec, err := p.launchTemplate(nodeClaim, class, resolved, key, capacityType)
+func (p *Provider) ensureLaunchTemplate(ctx context.Context, nodeClaim *karpv1.NodeClaim, class *awsv1.EC2NodeClass, resolved *resolvedClass, key templateKey, offering cloudprovider.Offering) (string, string, error) {
+	name, spec, err := p.launchTemplate(nodeClaim, class, resolved, key, offering)
 	if err != nil {
 		return "", "", err
 	}
@@ -697,6 +733,11 @@ func launchTemplateData(spec launchTemplateSpec) *ec2types.RequestLaunchTemplate
 			HttpPutResponseHopLimit: aws.Int32(1),
 		},
 	}
+	if spec.CapacityReservationID != "" {
+		data.CapacityReservationSpecification = &ec2types.LaunchTemplateCapacityReservationSpecificationRequest{
+			CapacityReservationTarget: &ec2types.CapacityReservationTarget{CapacityReservationId: aws.String(spec.CapacityReservationID)},
+		}
+	}
 	if m := spec.MetadataOptions; m != nil {
 		if m.HTTPEndpoint != nil {
 			data.MetadataOptions.HttpEndpoint = ec2types.LaunchTemplateInstanceMetadataEndpointState(*m.HTTPEndpoint)
@@ -782,7 +823,11 @@ func (p *Provider) adopted(nodeClaim *karpv1.NodeClaim, inst *ec2types.Instance,
 		if it.Name != string(inst.InstanceType) {
 			continue
 		}
-		if name, _, err := p.launchTemplate(nodeClaim, lc.class, lc.resolved, p.templateKey(it, lc.class), nc.Labels[karpv1.CapacityTypeLabelKey]); err == nil {
+		offering := cloudprovider.Offering{
+			CapacityType:  nc.Labels[karpv1.CapacityTypeLabelKey],
+			ReservationID: nc.Labels[karpv1.CapacityReservationIDLabelKey], ReservationType: nc.Labels[karpv1.CapacityReservationTypeLabelKey],
+		}
+		if name, _, err := p.launchTemplate(nodeClaim, lc.class, lc.resolved, p.templateKey(it, lc.class), offering); err == nil {
 			nc.Annotations[awsv1.LaunchTemplateAnnotationKey] = name
 		}
 	}

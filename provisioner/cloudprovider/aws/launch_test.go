@@ -382,7 +382,7 @@ func TestRetriedCreateFleetReturnsTheSameInstance(t *testing.T) {
 	var ids []string
 	// As after a crash before the instance was tagged visibly: the same request again.
 	for range 2 {
-		fleet, err := h.newProvider(t, h.clock).createFleet(ctx, nc, lc.class, lc.resolved, karpv1.CapacityTypeOnDemand, candidates, false)
+		fleet, err := h.newProvider(t, h.clock).createFleet(ctx, nc, lc.class, lc.resolved, candidates, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -615,7 +615,7 @@ func TestPrefixDelegationPutsMaxPodsInTheUserData(t *testing.T) {
 				if _, ok := tt.want.MaxPods[it.Name]; !ok {
 					continue
 				}
-				name, spec, err := h.provider.launchTemplate(nodeClaim("pd", []string{it.Name}, "on-demand"), lc.class, lc.resolved, h.provider.templateKey(it, lc.class), karpv1.CapacityTypeOnDemand)
+				name, spec, err := h.provider.launchTemplate(nodeClaim("pd", []string{it.Name}, "on-demand"), lc.class, lc.resolved, h.provider.templateKey(it, lc.class), cloudprovider.Offering{CapacityType: karpv1.CapacityTypeOnDemand})
 				if err != nil {
 					t.Fatal(err)
 				}

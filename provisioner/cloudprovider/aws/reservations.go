@@ -14,12 +14,12 @@ import (
 	"github.com/aws/smithy-go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
-)
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
-// capacityBlockExpiryWarning is how long before a capacity block ends it is reported
-// expiring: EC2 warns then that the block's instances will be terminated.
-const capacityBlockExpiryWarning = 40 * time.Minute
+	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+)
 
 // Reasons of the CapacityReservationsReady condition.
 const (
@@ -33,6 +33,9 @@ type resolvedReservations struct {
 	reservations []awsv1.CapacityReservation
 	// unmatched are the indexes of the terms that selected no active reservation.
 	unmatched []int
+	// available is each reservation's AvailableInstanceCount when it was described, by id;
+	// resolvedClass.tookReservation takes the launches since from it.
+	available map[string]int
 }
 
 // condition reports the resolution on the class: true when every term matched, false with
@@ -56,7 +59,7 @@ func (r resolvedReservations) condition() metav1.Condition {
 // by id, or by tags and owner. An id EC2 does not know selects nothing, like a tag no
 // reservation has, rather than failing the class.
 func (p *Provider) resolveCapacityReservations(ctx context.Context, terms []awsv1.CapacityReservationSelectorTerm, now time.Time) (resolvedReservations, error) {
-	var out resolvedReservations
+	out := resolvedReservations{available: map[string]int{}}
 	seen := map[string]awsv1.CapacityReservation{}
 	for i, term := range terms {
 		in := &ec2.DescribeCapacityReservationsInput{
@@ -82,6 +85,7 @@ func (p *Provider) resolveCapacityReservations(ctx context.Context, terms []awsv
 				matched = true
 				status := reservationStatus(r, now)
 				seen[status.ID] = status
+				out.available[status.ID] = int(aws.ToInt32(r.AvailableInstanceCount))
 			}
 		}
 		if !matched {
@@ -102,7 +106,8 @@ func isUnknownReservation(err error) bool {
 }
 
 // reservationStatus is how the class's status shows a reservation: a capacity block is
-// expiring from capacityBlockExpiryWarning before its end.
+// expiring from awsv1.CapacityBlockExpiryWarning before its end, when EC2 warns that its
+// instances will be terminated.
 func reservationStatus(r ec2types.CapacityReservation, now time.Time) awsv1.CapacityReservation {
 	status := awsv1.CapacityReservation{
 		ID:                    aws.ToString(r.CapacityReservationId),
@@ -119,9 +124,98 @@ func reservationStatus(r ec2types.CapacityReservation, now time.Time) awsv1.Capa
 	if r.EndDate != nil {
 		end := metav1.NewTime(r.EndDate.UTC())
 		status.EndTime = &end
-		if status.ReservationType == awsv1.CapacityReservationTypeCapacityBlock && !now.Before(r.EndDate.Add(-capacityBlockExpiryWarning)) {
+		if status.ReservationType == awsv1.CapacityReservationTypeCapacityBlock && !now.Before(r.EndDate.Add(-awsv1.CapacityBlockExpiryWarning)) {
 			status.State = awsv1.CapacityReservationStateExpiring
 		}
 	}
 	return status
+}
+
+// reservedPriceDivisor divides an instance type's on-demand price into the price of its
+// reserved offerings: the reservation is paid for whether it runs nodes or not, so a node
+// in it costs next to nothing, and planning and consolidation prefer it to any other
+// offering while the relative order of the types stays that of their on-demand prices.
+const reservedPriceDivisor = 10_000_000
+
+// reservedOfferings are the offerings of the class's active reservations: for each, its
+// instance type in its zone as capacity type reserved, available while it has an instance
+// left that no launch since it was described took and no capacity error marked it full.
+// A capacity block that is expiring takes no new node.
+func (p *Provider) reservedOfferings(it *cloudprovider.InstanceType, resolved *resolvedClass, prices *priceBook) []cloudprovider.Offering {
+	zones := resolved.zones()
+	var out []cloudprovider.Offering
+	for _, r := range resolved.reservations.reservations {
+		if r.InstanceType != it.Name || r.State != awsv1.CapacityReservationStateActive {
+			continue
+		}
+		zoneID, ok := zones[r.AvailabilityZone]
+		if !ok {
+			continue
+		}
+		onDemand, ok := prices.price(it.Name, r.AvailabilityZone, karpv1.CapacityTypeOnDemand)
+		if !ok {
+			continue
+		}
+		o := cloudprovider.Offering{
+			Zone: r.AvailabilityZone, ZoneID: zoneID, CapacityType: karpv1.CapacityTypeReserved,
+			ReservationID: r.ID, ReservationType: r.ReservationType,
+			Price: onDemand / reservedPriceDivisor, ReservedInstances: resolved.reservationLeft(r.ID),
+		}
+		_, hasAddress := resolved.subnetFor(o.Zone)
+		o.Available = hasAddress && o.ReservedInstances > 0 && !p.unavailable.has(reservedKey(it.Name, o))
+		out = append(out, o)
+	}
+	return out
+}
+
+// reservedKey names a reserved offering in the unavailable offerings: its reservation.
+func reservedKey(instanceType string, o cloudprovider.Offering) offeringKey {
+	return offeringKey{instanceType: instanceType, zone: o.Zone, capacityType: karpv1.CapacityTypeReserved, reservationID: o.ReservationID}
+}
+
+// reservationLeft is how many instances the reservation takes, as described less the
+// launches into it since.
+func (r *resolvedClass) reservationLeft(id string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.reservations.available[id]
+}
+
+// tookReservation counts a launch into the reservation until the class is resolved again.
+func (r *resolvedClass) tookReservation(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.reservations.available[id] > 0 {
+		r.reservations.available[id]--
+	}
+}
+
+// plannedReservations counts, by reservation id, the NodeClaims planned into a capacity
+// reservation (its label) that have not launched yet: their instances are not taken from
+// the reservation's count, but no other plan may count on them.
+func (p *Provider) plannedReservations(ctx context.Context) (map[string]int, error) {
+	var claims karpv1.NodeClaimList
+	if err := p.claims.List(ctx, &claims, client.HasLabels{karpv1.CapacityReservationIDLabelKey}); err != nil {
+		return nil, fmt.Errorf("listing NodeClaims planned into capacity reservations: %w", err)
+	}
+	out := map[string]int{}
+	for _, nc := range claims.Items {
+		if nc.Status.ProviderID == "" && nc.DeletionTimestamp == nil {
+			out[nc.Labels[karpv1.CapacityReservationIDLabelKey]]++
+		}
+	}
+	return out, nil
+}
+
+// reservationType is the type of a reservation the class's status lists, default when it
+// lists no such reservation.
+func reservationType(class *awsv1.EC2NodeClass, id string) string {
+	if class != nil {
+		for _, r := range class.Status.CapacityReservations {
+			if r.ID == id {
+				return r.ReservationType
+			}
+		}
+	}
+	return awsv1.CapacityReservationTypeDefault
 }

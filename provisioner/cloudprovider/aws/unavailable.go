@@ -27,9 +27,10 @@ var capacityErrorCodes = map[string]bool{
 	"ReservationCapacityExceeded":       true,
 }
 
-// offeringKey names an offering: an instance type in a zone as a capacity type.
+// offeringKey names an offering: an instance type in a zone as a capacity type, and for
+// capacity type reserved its capacity reservation.
 type offeringKey struct {
-	instanceType, zone, capacityType string
+	instanceType, zone, capacityType, reservationID string
 }
 
 // unavailableOfferings remembers offerings out of capacity until their TTL passes.
@@ -65,7 +66,7 @@ func init() {
 
 // reportLocked publishes how many offerings are unavailable; u.mu must be held.
 func (u *unavailableOfferings) reportLocked() {
-	counts := map[string]float64{karpv1.CapacityTypeSpot: 0, karpv1.CapacityTypeOnDemand: 0}
+	counts := map[string]float64{karpv1.CapacityTypeSpot: 0, karpv1.CapacityTypeOnDemand: 0, karpv1.CapacityTypeReserved: 0}
 	for key := range u.until {
 		counts[key.capacityType]++
 	}

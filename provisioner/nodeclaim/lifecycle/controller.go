@@ -224,6 +224,11 @@ func (c *Controller) launch(ctx context.Context, nc *karpv1.NodeClaim) (reconcil
 	if nc.Labels == nil {
 		nc.Labels = map[string]string{}
 	}
+	if _, ok := launched.Labels[karpv1.CapacityReservationIDLabelKey]; !ok {
+		// Planned into a capacity reservation that was full: launched outside it.
+		delete(nc.Labels, karpv1.CapacityReservationIDLabelKey)
+		delete(nc.Labels, karpv1.CapacityReservationTypeLabelKey)
+	}
 	for k, v := range launched.Labels {
 		nc.Labels[k] = v
 	}

@@ -1,6 +1,8 @@
 package v1
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -442,6 +444,9 @@ const (
 	CapacityReservationStateActive   = "active"
 	CapacityReservationStateExpiring = "expiring"
 )
+
+// CapacityBlockExpiryWarning is how long before its end a capacity block is expiring.
+const CapacityBlockExpiryWarning = 40 * time.Minute
 
 // Instance match criteria of a reservation: open (any matching on-demand launch uses it)
 // or targeted (only launches that name it do).

@@ -106,6 +106,8 @@ var WellKnownLabels = map[string]bool{
 	corev1.LabelInstanceTypeStable:      true,
 	corev1.LabelTopologyZone:            true,
 	ZoneIDLabelKey:                      true,
+	CapacityReservationIDLabelKey:       true,
+	CapacityReservationTypeLabelKey:     true,
 	corev1.LabelTopologyRegion:          true,
 	corev1.LabelArchStable:              true,
 	corev1.LabelOSStable:                true,

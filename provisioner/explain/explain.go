@@ -186,7 +186,7 @@ func overlaysOf(ctx context.Context, c client.Reader, nc *karpv1.NodeClaim) ([]s
 			return nil, fmt.Errorf("getting node %s: %w", nc.Status.NodeName, err)
 		}
 	}
-	return overlay.Selecting(list.Items, labels), nil
+	return overlay.Compile(list.Items).Selecting(labels), nil
 }
 
 func nodeClaim(nc *karpv1.NodeClaim, planned int) *NodeClaim {

@@ -328,11 +328,19 @@ func (c Conflict) Message(self string) string {
 	return fmt.Sprintf("NodeOverlay %q has the same weight and sets another %s for %s in %s (%s); %q wins by name order: give one a higher weight", other, c.Field, c.InstanceType, c.Zone, c.CapacityType, c.Overlay)
 }
 
+// Rules are NodeOverlays parsed once for pricing many nodes: the valid ones, highest weight
+// first, then by name.
+type Rules []rule
+
+// Compile parses the overlays for NodePrice and Selecting; those that do not validate are
+// left out.
+func Compile(overlays []v1alpha1.NodeOverlay) Rules { return rules(overlays) }
+
 // NodePrice returns the hourly price the overlays make of price for a node with these
 // labels: its instance type's, zone, capacity type and NodePool, as Tailor's nodes carry
 // them. The highest weight wins, then the first by name; the price never falls below 0.
-func NodePrice(overlays []v1alpha1.NodeOverlay, labels map[string]string, price float64) float64 {
-	for _, r := range rules(overlays) {
+func (rs Rules) NodePrice(labels map[string]string, price float64) float64 {
+	for _, r := range rs {
 		if r.price == nil || !requirements.Matches(r.reqs, labels) {
 			continue
 		}
@@ -343,9 +351,9 @@ func NodePrice(overlays []v1alpha1.NodeOverlay, labels map[string]string, price 
 
 // Selecting returns the names of the valid overlays that select a node with these labels,
 // highest weight first, then by name.
-func Selecting(overlays []v1alpha1.NodeOverlay, labels map[string]string) []string {
+func (rs Rules) Selecting(labels map[string]string) []string {
 	var out []string
-	for _, r := range rules(overlays) {
+	for _, r := range rs {
 		if requirements.Matches(r.reqs, labels) {
 			out = append(out, r.name)
 		}

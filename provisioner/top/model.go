@@ -149,8 +149,9 @@ func Build(nodes []*corev1.Node, pods []*corev1.Pod, prices Prices, overlays []v
 		r.Pods++
 	}
 	byPool := map[string]*NodePool{}
+	rules := overlay.Compile(overlays)
 	for _, n := range nodes {
-		row := node(n, prices, overlays)
+		row := node(n, prices, rules)
 		if r := used[n.Name]; r != nil {
 			row.Resources.CPURequested, row.Resources.MemoryRequested, row.Resources.Pods = r.CPURequested, r.MemoryRequested, r.Pods
 		}
@@ -178,7 +179,7 @@ func Build(nodes []*corev1.Node, pods []*corev1.Pod, prices Prices, overlays []v
 	return m
 }
 
-func node(n *corev1.Node, prices Prices, overlays []v1alpha1.NodeOverlay) Node {
+func node(n *corev1.Node, prices Prices, overlays overlay.Rules) Node {
 	row := Node{
 		Name:         n.Name,
 		InstanceType: n.Labels[corev1.LabelInstanceTypeStable],
@@ -197,7 +198,7 @@ func node(n *corev1.Node, prices Prices, overlays []v1alpha1.NodeOverlay) Node {
 	if row.InstanceType != "" {
 		row.PricePerHour, row.PriceKnown = prices.Price(row.InstanceType, row.Zone, row.CapacityType)
 		if row.PriceKnown {
-			row.PricePerHour = overlay.NodePrice(overlays, n.Labels, row.PricePerHour)
+			row.PricePerHour = overlays.NodePrice(n.Labels, row.PricePerHour)
 		}
 	}
 	return row

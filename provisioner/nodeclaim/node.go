@@ -27,6 +27,18 @@ func NodeOf(ctx context.Context, kube client.Reader, nc *karpv1.NodeClaim) (*cor
 	return node, nil
 }
 
+// LiveNodeOf is NodeOf through the cache and, when the cache has no such node, through api,
+// which reads the API server itself. A cache can lag the API server by tens of seconds after
+// an outage (its watch comes back with backoff): a decision that ends an instance must not
+// take a node the cache does not show yet for one that never joined.
+func LiveNodeOf(ctx context.Context, cache, api client.Reader, nc *karpv1.NodeClaim) (*corev1.Node, error) {
+	node, err := NodeOf(ctx, cache, nc)
+	if node != nil || err != nil || nc.Status.NodeName == "" {
+		return node, err
+	}
+	return NodeOf(ctx, api, nc)
+}
+
 // Cordoned reports whether Cordon marked the node: it is being disrupted or terminated.
 func Cordoned(node *corev1.Node) bool {
 	for _, t := range node.Spec.Taints {

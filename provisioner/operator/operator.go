@@ -292,7 +292,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}
 	nominations := nomination.NewController(mgr.GetClient(), tracker, recorder)
 
-	gc, err := garbagecollection.NewController(mgr.GetClient(), measured.New(provider, "nodeclaim.garbagecollection"), recorder, clk, opts.GarbageCollection)
+	gc, err := garbagecollection.NewController(mgr.GetClient(), mgr.GetAPIReader(), measured.New(provider, "nodeclaim.garbagecollection"), recorder, clk, opts.GarbageCollection)
 	if err != nil {
 		return err
 	}
@@ -304,7 +304,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		gc,
 		interruptions,
 		lifecycle.NewController(mgr.GetClient(), measured.New(provider, "nodeclaim.lifecycle"), recorder, clk),
-		termination.NewController(mgr.GetClient(), measured.New(provider, "nodeclaim.termination"), drain.New(mgr.GetClient(), cs), recorder, clk),
+		termination.NewController(mgr.GetClient(), mgr.GetAPIReader(), measured.New(provider, "nodeclaim.termination"), drain.New(mgr.GetClient(), mgr.GetAPIReader(), cs), recorder, clk),
 		nodetermination.NewController(mgr.GetClient(), recorder),
 		expiration.NewController(mgr.GetClient(), recorder, clk),
 		drift.NewController(mgr.GetClient()),

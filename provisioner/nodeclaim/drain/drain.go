@@ -66,23 +66,40 @@ func (r Result) Done() bool {
 // Drainer drains nodes.
 type Drainer struct {
 	kube client.Client
+	// api reads the API server itself: a node is empty only once it agrees.
+	api client.Reader
 	// evictions posts evictions; it is a client of the policy/v1 API.
 	evictions rest.Interface
 }
 
 // New returns a Drainer. kube lists pods and VolumeAttachments by the indexes of
-// nodeclaim.RegisterIndexes, through a cache; cs posts evictions.
-func New(kube client.Client, cs kubernetes.Interface) *Drainer {
-	return &Drainer{kube: kube, evictions: cs.PolicyV1().RESTClient()}
+// nodeclaim.RegisterIndexes, through a cache; api reads the API server without one (a
+// manager's APIReader); cs posts evictions.
+func New(kube client.Client, api client.Reader, cs kubernetes.Interface) *Drainer {
+	return &Drainer{kube: kube, api: api, evictions: cs.PolicyV1().RESTClient()}
 }
 
 // Drain makes one pass over the node's pods: it evicts the pods of the first wave that has
 // any left and reports what remains. Once deadline has passed (zero: never), the pods left
 // are deleted instead, with a grace period that ends at the deadline at the latest. Call it
 // again until the result is Done.
+//
+// Pods are read from the cache, but a node the cache shows empty is read again from the API
+// server before the pass says Done: after an API server outage a cache can lag by tens of
+// seconds (its watch comes back with backoff), and a pod it does not show yet would be left
+// on a node whose instance is then terminated (found by the randomized fault trials).
 func (d *Drainer) Drain(ctx context.Context, node string, deadline time.Time, now time.Time) (Result, error) {
+	res, err := d.pass(ctx, d.kube, node, deadline, now)
+	if err != nil || !res.Done() {
+		return res, err
+	}
+	return d.pass(ctx, d.api, node, deadline, now)
+}
+
+// pass is one pass of Drain over the node's pods as reader lists them.
+func (d *Drainer) pass(ctx context.Context, reader client.Reader, node string, deadline time.Time, now time.Time) (Result, error) {
 	pods := &corev1.PodList{}
-	if err := d.kube.List(ctx, pods, client.MatchingFields{nodeclaim.PodNodeNameIndex: node}); err != nil {
+	if err := reader.List(ctx, pods, client.MatchingFields{nodeclaim.PodNodeNameIndex: node}); err != nil {
 		return Result{}, fmt.Errorf("listing pods of node %s: %w", node, err)
 	}
 	res := Result{Remaining: map[Wave]int{}, Blocked: map[string]string{}}

@@ -126,7 +126,7 @@ func TestDrainGoesInWavesAndHonoursBudgets(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond)
 
-	d := New(kube, cs)
+	d := New(kube, kube, cs)
 	now := time.Now()
 	deadline := now.Add(time.Hour)
 	blocked := map[string]string{
@@ -183,7 +183,7 @@ func TestDrainEvictsWaveAfterWave(t *testing.T) {
 	ns, node := namespace(t), "node-free"
 	createPods(t, ns, node, []podSpec{{name: "web"}, {name: "agent", daemon: true}, {name: "proxy", priority: "system-node-critical"}})
 	time.Sleep(300 * time.Millisecond)
-	d := New(kube, cs)
+	d := New(kube, kube, cs)
 	want := []map[Wave]int{
 		{WaveWorkload: 1, WaveDaemon: 1, WaveCritical: 1},
 		{WaveDaemon: 1, WaveCritical: 1},
@@ -198,5 +198,34 @@ func TestDrainEvictsWaveAfterWave(t *testing.T) {
 	}
 	if got := pass(t, d, node, time.Time{}, time.Now()); !got.Done() {
 		t.Errorf("after every wave: Done() = false, remaining %v", got.Remaining)
+	}
+}
+
+// laggingCache is a cache whose watch has not come back since an API server outage: it lists
+// no pods, whatever the API server holds.
+type laggingCache struct{ client.Client }
+
+func (laggingCache) List(context.Context, client.ObjectList, ...client.ListOption) error { return nil }
+
+func TestDrainAsksTheAPIServerBeforeCallingANodeEmpty(t *testing.T) {
+	ns, node := namespace(t), "node-lagging"
+	createPods(t, ns, node, []podSpec{{name: "web"}, {name: "agent", daemon: true}})
+	d := New(laggingCache{kube}, kube, cs)
+	got := pass(t, d, node, time.Time{}, time.Now())
+	if diff := cmp.Diff(map[Wave]int{WaveWorkload: 1, WaveDaemon: 1}, got.Remaining); diff != "" {
+		t.Fatalf("pods the cache does not show yet (-want +got):\n%s", diff)
+	}
+	left := &corev1.PodList{}
+	if err := kube.List(context.Background(), left, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range left.Items {
+		if p.DeletionTimestamp == nil {
+			names = append(names, p.Name)
+		}
+	}
+	if diff := cmp.Diff([]string{"agent"}, names); diff != "" {
+		t.Errorf("pods left after the pass, the workload evicted first (-want +got):\n%s", diff)
 	}
 }

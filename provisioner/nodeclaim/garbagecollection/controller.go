@@ -25,6 +25,7 @@ import (
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/backoff"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
 )
 
 // Event reasons on NodeClaims the controller deletes.
@@ -109,7 +110,9 @@ func (o *Options) Validate() error {
 
 // Controller collects orphaned instances and NodeClaims. It runs on the elected leader only.
 type Controller struct {
-	kube     client.Client
+	kube client.Client
+	// api reads the API server itself, for what the cache may not show yet.
+	api      client.Reader
 	cloud    CloudProvider
 	recorder record.EventRecorder
 	clock    clock.Clock
@@ -123,8 +126,9 @@ type Controller struct {
 
 var _ manager.LeaderElectionRunnable = (*Controller)(nil)
 
-// NewController returns a Controller.
-func NewController(kube client.Client, cloud CloudProvider, recorder record.EventRecorder, clk clock.Clock, opts Options) (*Controller, error) {
+// NewController returns a Controller. kube reads through the cache; api reads the API
+// server without one (a manager's APIReader).
+func NewController(kube client.Client, api client.Reader, cloud CloudProvider, recorder record.EventRecorder, clk clock.Clock, opts Options) (*Controller, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -133,7 +137,7 @@ func NewController(kube client.Client, cloud CloudProvider, recorder record.Even
 		clk = clock.RealClock{}
 	}
 	return &Controller{
-		kube: kube, cloud: cloud, recorder: recorder, clock: clk, opts: opts,
+		kube: kube, api: api, cloud: cloud, recorder: recorder, clock: clk, opts: opts,
 		passes:   backoff.New(clk, opts.Period, max(opts.Period, backoff.DefaultMax)),
 		failures: backoff.New(clk, backoff.DefaultInitial, backoff.DefaultMax),
 	}, nil
@@ -305,6 +309,17 @@ func (c *Controller) staleness(ctx context.Context, nc *karpv1.NodeClaim, live m
 		launchedAt = cond.LastTransitionTime.Time
 	}
 	if age := c.clock.Since(launchedAt); age > c.opts.RegistrationTimeout {
+		// The node may have joined while the cache lagged the API server (after an
+		// outage), with its registration not recorded yet: a node that joined is no
+		// registration failure, and its pods may already run there.
+		node, err := nodeclaim.LiveNodeOf(ctx, c.kube, c.api, nc)
+		if err != nil {
+			return "", "", fmt.Errorf("looking for the node of NodeClaim %s: %w", nc.Name, err)
+		}
+		if node != nil {
+			log.FromContext(ctx).V(1).Info("node joined, its registration not recorded yet", "nodeClaim", klog.KObj(nc), "node", node.Name)
+			return "", "", nil
+		}
 		return ReasonRegistrationTimeout, fmt.Sprintf("instance %s launched %s ago has not registered a node (limit %s); its pods are planned again", nc.Status.ProviderID, age.Round(time.Second), c.opts.RegistrationTimeout), nil
 	}
 	return "", "", nil

@@ -97,7 +97,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	recorder := &eventLog{}
-	gc, err := NewController(kube, provider, recorder, clk, Options{})
+	gc, err := NewController(kube, kube, provider, recorder, clk, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +314,7 @@ func TestNodeClaimsWhoseInstanceIsGoneAreDeletedAndReleased(t *testing.T) {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
 	// Termination does not wait for an instance that is not there: it releases at once.
-	term := termination.NewController(f.kube, f.provider, drain.New(f.kube, kubernetes.NewForConfigOrDie(cfg)), record.NewFakeRecorder(10), f.clock)
+	term := termination.NewController(f.kube, f.kube, f.provider, drain.New(f.kube, f.kube, kubernetes.NewForConfigOrDie(cfg)), record.NewFakeRecorder(10), f.clock)
 	for _, name := range []string{"gone", never.Name} {
 		res, err := term.Reconcile(f.ctx, reconcile.Request{NamespacedName: client.ObjectKey{Name: name}})
 		if err != nil || res.RequeueAfter != 0 {
@@ -345,21 +345,32 @@ func TestNodeClaimsNotLaunchedOrRegisteredInTimeAreDeleted(t *testing.T) {
 	if err := f.kube.Status().Update(f.ctx, nc); err != nil {
 		t.Fatal(err)
 	}
-	names := []string{"unlaunched", "unregistered", "registered"}
+	// Its node joined, but its registration is not recorded yet (the lifecycle controller's
+	// cache lagged the API server after an outage): no registration failure.
+	joined := f.launch(t, "joined")
+	nc = f.nodeClaim(t, "joined", joined)
+	nc.Status.NodeName = "ip-10-0-0-9.ec2.internal"
+	if err := f.kube.Status().Update(f.ctx, nc); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.kube.Create(f.ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nc.Status.NodeName}, Spec: corev1.NodeSpec{ProviderID: joined}}); err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"unlaunched", "unregistered", "registered", "joined"}
 
 	f.clock.Step(4 * time.Minute)
 	f.collect(t)
-	if diff := cmp.Diff(map[string]bool{"unlaunched": false, "unregistered": false, "registered": false}, f.deleting(t, names...)); diff != "" {
+	if diff := cmp.Diff(map[string]bool{"unlaunched": false, "unregistered": false, "registered": false, "joined": false}, f.deleting(t, names...)); diff != "" {
 		t.Errorf("at 4m (-want +got):\n%s", diff)
 	}
 	f.clock.Step(time.Minute + 2*time.Second)
 	f.collect(t)
-	if diff := cmp.Diff(map[string]bool{"unlaunched": true, "unregistered": false, "registered": false}, f.deleting(t, names...)); diff != "" {
+	if diff := cmp.Diff(map[string]bool{"unlaunched": true, "unregistered": false, "registered": false, "joined": false}, f.deleting(t, names...)); diff != "" {
 		t.Errorf("past the launch timeout (-want +got):\n%s", diff)
 	}
 	f.clock.Step(10 * time.Minute)
 	f.collect(t)
-	if diff := cmp.Diff(map[string]bool{"unlaunched": true, "unregistered": true, "registered": false}, f.deleting(t, names...)); diff != "" {
+	if diff := cmp.Diff(map[string]bool{"unlaunched": true, "unregistered": true, "registered": false, "joined": false}, f.deleting(t, names...)); diff != "" {
 		t.Errorf("past the registration timeout (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]string{"LaunchTimeout", "RegistrationTimeout"}, f.recorder.reasons()); diff != "" {

@@ -91,14 +91,14 @@ func startControllers(t *testing.T, c *cloud) {
 		t.Fatal(err)
 	}
 	if c.withVolumes {
-		c.volumes = drain.New(mgr.GetClient(), kubernetes.NewForConfigOrDie(cfg))
+		c.volumes = drain.New(mgr.GetClient(), mgr.GetAPIReader(), kubernetes.NewForConfigOrDie(cfg))
 	}
 	recorder := mgr.GetEventRecorderFor("tailor-provisioner")
 	clk := clocktesting.NewFakeClock(time.Now())
 	for _, r := range []interface{ Register(ctrl.Manager) error }{
 		lifecycle.NewController(mgr.GetClient(), nil, recorder, clk),
 		NewController(mgr.GetClient(), recorder),
-		termination.NewController(mgr.GetClient(), c, c, recorder, clk),
+		termination.NewController(mgr.GetClient(), mgr.GetAPIReader(), c, c, recorder, clk),
 	} {
 		if err := r.Register(mgr); err != nil {
 			t.Fatal(err)

@@ -55,7 +55,9 @@ type Drainer interface {
 
 // Controller finishes deleted NodeClaims.
 type Controller struct {
-	kube       client.Client
+	kube client.Client
+	// api reads the API server itself, for what the cache may not show yet.
+	api        client.Reader
 	terminator Terminator
 	drainer    Drainer
 	recorder   record.EventRecorder
@@ -66,10 +68,11 @@ type Controller struct {
 	blocked *blockedDrains
 }
 
-// NewController returns a Controller.
-func NewController(kube client.Client, terminator Terminator, drainer Drainer, recorder record.EventRecorder, clk clock.Clock) *Controller {
+// NewController returns a Controller. kube reads through the cache; api reads the API
+// server without one (a manager's APIReader).
+func NewController(kube client.Client, api client.Reader, terminator Terminator, drainer Drainer, recorder record.EventRecorder, clk clock.Clock) *Controller {
 	return &Controller{
-		kube: kube, terminator: terminator, drainer: drainer, recorder: recorder, clock: clk,
+		kube: kube, api: api, terminator: terminator, drainer: drainer, recorder: recorder, clock: clk,
 		failures: backoff.New(clk, backoff.DefaultInitial, backoff.DefaultMax),
 		blocked:  newBlockedDrains(drainBlockedMetric),
 	}
@@ -101,7 +104,8 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	logger := log.FromContext(ctx).WithValues("nodeClaim", nc.Name)
-	node, err := nodeclaim.NodeOf(ctx, c.kube, nc)
+	// A node the cache does not show yet is still drained before its instance goes.
+	node, err := nodeclaim.LiveNodeOf(ctx, c.kube, c.api, nc)
 	if err != nil {
 		return reconcile.Result{}, err
 	}

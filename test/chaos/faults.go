@@ -44,12 +44,29 @@ func (a admin) do(ctx context.Context, method, path string, in, out any) error {
 		return err
 	}
 	if resp.StatusCode >= 300 {
-		return fmt.Errorf("%s /_admin/%s: %s: %s", method, path, resp.Status, bytes.TrimSpace(raw))
+		return &adminError{Method: method, Path: path, Status: resp.StatusCode, Body: string(bytes.TrimSpace(raw))}
 	}
 	if out == nil {
 		return nil
 	}
 	return json.Unmarshal(raw, out)
+}
+
+// adminError is a request the admin API refused.
+type adminError struct {
+	Method, Path string
+	Status       int
+	Body         string
+}
+
+func (e *adminError) Error() string {
+	return fmt.Sprintf("%s /_admin/%s: %d %s: %s", e.Method, e.Path, e.Status, http.StatusText(e.Status), e.Body)
+}
+
+// isNotFound reports whether the admin API answered 404: the instance asked for is gone.
+func isNotFound(err error) bool {
+	var ae *adminError
+	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
 }
 
 func (a admin) instances(ctx context.Context) ([]localaws.InstanceSummary, error) {
@@ -87,11 +104,10 @@ type injector struct {
 	queue string
 
 	mu sync.Mutex
-	// ec2 is the EC2 faults in force; killedNodes the Nodes of instances the faults killed
-	// or reclaimed, warnedNodes those of spot instances warned.
+	// ec2 is the EC2 faults in force; killedNodes the Nodes of instances the faults killed,
+	// reclaimed or warned of their reclaim.
 	ec2         ec2Faults
 	killedNodes map[string]bool
-	warnedNodes map[string]bool
 	// injected counts faults by kind; skipped those that found nothing to hit (no spot
 	// instance to reclaim).
 	injected map[FaultKind]int
@@ -105,8 +121,8 @@ type injector struct {
 func newInjector(stack *localstack.Stack, queue string) *injector {
 	return &injector{
 		stack: stack, admin: admin{endpoint: stack.AWSEndpoint}, queue: queue,
-		killedNodes: map[string]bool{}, warnedNodes: map[string]bool{},
-		injected: map[FaultKind]int{}, skipped: map[FaultKind]int{},
+		killedNodes: map[string]bool{},
+		injected:    map[FaultKind]int{}, skipped: map[FaultKind]int{},
 		restarts: map[string][]string{}, restartsTotal: map[string]int{},
 	}
 }
@@ -276,39 +292,48 @@ func (in *injector) capacity(ctx context.Context, f Fault) (func(context.Context
 	}, nil
 }
 
+// reclaimAttempts bounds how often a reclaim picks another instance when the one it picked
+// ended between the listing and the reclaim (consolidation or a fault took it).
+const reclaimAttempts = 3
+
 // reclaim terminates a registered instance: with a spot warning, without one, or as an
-// instance that dies.
+// instance that dies. Only an instance this fault ended counts as lost to it.
 func (in *injector) reclaim(ctx context.Context, f Fault) error {
-	live, err := in.admin.live(ctx)
-	if err != nil {
-		return err
-	}
-	var targets []localaws.InstanceSummary
-	for _, i := range live {
-		if i.NodeRegistered && (f.Kind == InstanceDies || i.CapacityType == "spot") {
-			targets = append(targets, i)
+	gone := map[string]bool{}
+	for range reclaimAttempts {
+		live, err := in.admin.live(ctx)
+		if err != nil {
+			return err
 		}
-	}
-	if len(targets) == 0 {
-		in.count(f.Kind, false)
+		var targets []localaws.InstanceSummary
+		for _, i := range live {
+			if i.NodeRegistered && !gone[i.ID] && (f.Kind == InstanceDies || i.CapacityType == "spot") {
+				targets = append(targets, i)
+			}
+		}
+		if len(targets) == 0 {
+			break
+		}
+		target := targets[f.Pick%len(targets)]
+		if f.Kind == SpotWarning {
+			err = in.admin.do(ctx, http.MethodPost, "interruptions", localaws.Interruption{Queue: in.queue, InstanceID: target.ID, Kind: localaws.InterruptionSpot}, nil)
+		} else {
+			err = in.admin.do(ctx, http.MethodDelete, "instances/"+target.ID, nil, nil)
+		}
+		if isNotFound(err) {
+			gone[target.ID] = true
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		in.mu.Lock()
+		in.killedNodes[target.PrivateDNSName] = true
+		in.injected[f.Kind]++
+		in.mu.Unlock()
 		return nil
 	}
-	target := targets[f.Pick%len(targets)]
-	in.mu.Lock()
-	if f.Kind == SpotWarning {
-		in.warnedNodes[target.PrivateDNSName] = true
-	}
-	in.killedNodes[target.PrivateDNSName] = true
-	in.mu.Unlock()
-	if f.Kind == SpotWarning {
-		err = in.admin.do(ctx, http.MethodPost, "interruptions", localaws.Interruption{Queue: in.queue, InstanceID: target.ID, Kind: localaws.InterruptionSpot}, nil)
-	} else {
-		err = in.admin.do(ctx, http.MethodDelete, "instances/"+target.ID, nil, nil)
-	}
-	if err != nil {
-		return err
-	}
-	in.count(f.Kind, true)
+	in.count(f.Kind, false)
 	return nil
 }
 
@@ -329,18 +354,11 @@ func (in *injector) lost(node string) bool {
 	return in.killedNodes[node]
 }
 
-// warned reports whether a Node got a spot interruption warning.
-func (in *injector) warned(node string) bool {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return in.warnedNodes[node]
-}
-
 // reset forgets the Nodes and restarts of the last trial.
 func (in *injector) reset() {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	in.killedNodes, in.warnedNodes, in.restarts = map[string]bool{}, map[string]bool{}, map[string][]string{}
+	in.killedNodes, in.restarts = map[string]bool{}, map[string][]string{}
 }
 
 // supervise starts again, as the kubelet does, every component that ended on its own (a

@@ -313,14 +313,31 @@ func (r *runner) checkEvictions(plan Plan, phaseStart time.Time, evicted, delete
 	if plan.Phase != PhaseScaleDown {
 		return
 	}
-	// A pod created after the scale-down took the place of one consolidation moved; within
+	// A pod of a Deployment created once consolidation had evicted one of its pods took the
+	// place of a moved one (as the sidecar counts moved pods, by their controller); within
 	// the sidecar's hold on moved pods, nothing may move it again. Past the hold, a later
-	// consolidation may, by design (the chaos stack shortens the hold to MovedPodsHold).
+	// consolidation may, by design (the chaos stack shortens the hold to MovedPodsHold). A
+	// pod that replaced one lost with a node a fault took was not moved, and the drain of a
+	// node a fault took (after a spot warning, or once its instance is gone) is no
+	// consolidation.
+	firstMove := map[string]time.Time{}
+	for _, e := range evicted {
+		if r.inject.lost(e.node) || e.at.Before(phaseStart) {
+			continue
+		}
+		if first, ok := firstMove[e.deployment]; !ok || e.at.Before(first) {
+			firstMove[e.deployment] = e.at
+		}
+	}
 	var twice []string
 	for _, e := range evicted {
-		if e.created.After(phaseStart.Truncate(time.Second)) && e.at.Sub(e.created) < MovedPodsHold && !r.inject.warned(e.node) {
-			twice = append(twice, fmt.Sprintf("%s (created %s after the scale-down, evicted %s after that) from %s", e.pod,
-				e.created.Sub(phaseStart).Round(time.Second), e.at.Sub(e.created).Round(time.Second), e.node))
+		first, moved := firstMove[e.deployment]
+		// Creation times are whole seconds.
+		moved = moved && !e.created.Before(first.Truncate(time.Second))
+		if moved && e.at.Sub(e.created) < MovedPodsHold && !r.inject.lost(e.node) {
+			twice = append(twice, fmt.Sprintf("%s (created %s after the scale-down, %s after consolidation first evicted a pod of %s; evicted %s after that) from %s",
+				e.pod, e.created.Sub(phaseStart).Round(time.Second), e.created.Sub(first).Round(time.Second), e.deployment,
+				e.at.Sub(e.created).Round(time.Second), e.node))
 		}
 	}
 	res.check(plan, InvEvictedOnce, len(twice) == 0, "pods evicted again within the hold on pods consolidation moved: %v", twice)

@@ -49,8 +49,8 @@ bench-scale: binaries ## Burst to 5,000 nodes (webmix+diverse, NODES= or PODS= f
 	_output/bin/tailor-dev scale $(if $(NODES),--nodes $(NODES)) $(if $(PODS),--pods $(PODS))
 
 .PHONY: chaos
-chaos: binaries ## Randomized fault trials on one local stack (2 replicas): TRIALS= (100) trials from SEED= (from the time), faults at random moments, invariants after each; prints the table, writes _output/bench/chaos.json, fails on any breach.
-	go run ./test/chaos/cmd/tailor-chaos --trials $(or $(TRIALS),100) $(if $(SEED),--seed $(SEED))
+chaos: binaries ## Randomized fault trials on local stacks (2 replicas each): TRIALS= (100) trials from SEED= (from the time) on STACKS= (1) stacks side by side, faults at random moments, invariants after each; prints the table, writes _output/bench/chaos.json, fails on any breach.
+	go run ./test/chaos/cmd/tailor-chaos --trials $(or $(TRIALS),100) --stacks $(or $(STACKS),1) $(if $(SEED),--seed $(SEED))
 
 .PHONY: binaries
 binaries: ## Build every binary into _output/bin (Kubernetes binaries cached by version).

@@ -12,6 +12,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -33,6 +36,11 @@ type Options struct {
 	// Seed+i, so that SEED=s TRIALS=1 replays the trial of seed s.
 	Trials int
 	Seed   uint64
+	// Stacks is how many local stacks Run starts side by side (one when zero), each in its
+	// own directory under Dir and taking the next trial when it is done with one: a trial
+	// mostly waits (for batch windows, consolidation, reclaims), and its stack leaves most
+	// of two cores idle.
+	Stacks int
 	// Window bounds the faults of a trial.
 	Window Window
 	// Recovery bounds the time from the last fault's end to a sound rest; a trial not at
@@ -79,26 +87,43 @@ func StackOptions(root, dir string) localstack.Options {
 	}
 }
 
-// Run starts the stack, runs the trials on it (RunOn) and stops it.
+// Run starts the stacks, runs the trials on them (RunOn) and stops them.
 func Run(ctx context.Context, opts Options) (*Report, error) {
-	stackOpts := StackOptions(opts.Root, opts.Dir)
-	stackOpts.Progress = opts.Out
-	if opts.Out != nil {
-		fmt.Fprintf(opts.Out, "chaos: starting the local stack in %s\n", opts.Dir)
+	n := max(opts.Stacks, 1)
+	stacks := make([]*localstack.Stack, 0, n)
+	defer func() {
+		for _, s := range stacks {
+			s.Down()
+		}
+	}()
+	for i := range n {
+		dir := opts.Dir
+		if n > 1 {
+			dir = filepath.Join(opts.Dir, fmt.Sprintf("stack-%d", i+1))
+		}
+		stackOpts := StackOptions(opts.Root, dir)
+		stackOpts.Progress = opts.Out
+		if opts.Out != nil {
+			fmt.Fprintf(opts.Out, "chaos: starting the local stack in %s\n", dir)
+		}
+		stack, err := localstack.Up(ctx, stackOpts)
+		if err != nil {
+			return nil, err
+		}
+		stacks = append(stacks, stack)
 	}
-	stack, err := localstack.Up(ctx, stackOpts)
-	if err != nil {
-		return nil, err
-	}
-	defer stack.Down()
-	return RunOn(ctx, stack, opts)
+	return RunOn(ctx, opts, stacks...)
 }
 
-// RunOn runs the trials on a stack started with StackOptions and returns their report; it
-// fails only when the stack cannot run them, never for a breach (the report holds those).
-func RunOn(ctx context.Context, stack *localstack.Stack, opts Options) (*Report, error) {
+// RunOn runs the trials on stacks started with StackOptions, each stack taking the next
+// trial when done with one, and returns their report; it fails only when a stack cannot run
+// them, never for a breach (the report holds those).
+func RunOn(ctx context.Context, opts Options, stacks ...*localstack.Stack) (*Report, error) {
 	if opts.Trials < 1 {
 		return nil, errors.New("chaos: at least one trial")
+	}
+	if len(stacks) == 0 {
+		return nil, errors.New("chaos: no stack to run the trials on")
 	}
 	if opts.Window.Within == 0 {
 		opts.Window = DefaultWindow
@@ -109,38 +134,72 @@ func RunOn(ctx context.Context, stack *localstack.Stack, opts Options) (*Report,
 	if opts.Out == nil {
 		opts.Out = io.Discard
 	}
-	r, err := newRunner(ctx, stack, opts)
-	if err != nil {
-		return nil, err
+	runners := make([]*runner, len(stacks))
+	for i, stack := range stacks {
+		r, err := newRunner(ctx, stack, opts)
+		if err != nil {
+			return nil, err
+		}
+		runners[i] = r
 	}
 	superviseCtx, stopSupervising := context.WithCancel(ctx)
-	supervised := make(chan struct{})
-	go func() {
-		defer close(supervised)
-		r.inject.supervise(superviseCtx)
-	}()
+	var supervised sync.WaitGroup
+	for _, r := range runners {
+		supervised.Go(func() { r.inject.supervise(superviseCtx) })
+	}
 	defer func() {
 		stopSupervising()
-		<-supervised
+		supervised.Wait()
 	}()
 	report := newReport(opts)
-	for i := range opts.Trials {
-		plan := NewPlan(opts.Seed+uint64(i), opts.Window)
-		fmt.Fprintf(opts.Out, "chaos: trial %d/%d, %s\n", i+1, opts.Trials, plan)
-		res, err := r.trial(ctx, plan)
-		if err != nil {
-			report.finish(r.inject, r.samples)
-			return report, fmt.Errorf("trial of seed %d: %w", plan.Seed, err)
+	results := make([]*TrialResult, opts.Trials)
+	errs := make([]error, len(runners))
+	var next atomic.Int64
+	var failed atomic.Bool
+	var workers sync.WaitGroup
+	for s, r := range runners {
+		label := ""
+		if len(runners) > 1 {
+			label = fmt.Sprintf(" (stack %d)", s+1)
 		}
-		report.add(res)
-		for _, b := range res.Breaches {
-			fmt.Fprintf(opts.Out, "chaos: BREACH seed %d (%s): %s: %s\n", plan.Seed, plan.Phase, b.Invariant, b.Detail)
-		}
-		fmt.Fprintf(opts.Out, "chaos: trial %d/%d, seed %d: %d checks passed, %d breaches, at rest %.1fs after the faults\n",
-			i+1, opts.Trials, plan.Seed, len(res.Held), len(res.Breaches), res.Recovery.Seconds())
+		workers.Go(func() {
+			for !failed.Load() {
+				i := int(next.Add(1) - 1)
+				if i >= opts.Trials {
+					return
+				}
+				plan := NewPlan(opts.Seed+uint64(i), opts.Window)
+				fmt.Fprintf(opts.Out, "chaos: trial %d/%d%s, %s\n", i+1, opts.Trials, label, plan)
+				res, err := r.trial(ctx, plan)
+				if err != nil {
+					// The other stacks finish the trials they are in, and take no more.
+					errs[s] = fmt.Errorf("trial of seed %d%s: %w", plan.Seed, label, err)
+					failed.Store(true)
+					return
+				}
+				results[i] = res
+				for _, b := range res.Breaches {
+					fmt.Fprintf(opts.Out, "chaos: BREACH seed %d (%s): %s: %s\n", plan.Seed, plan.Phase, b.Invariant, b.Detail)
+				}
+				fmt.Fprintf(opts.Out, "chaos: trial %d/%d%s, seed %d: %d checks passed, %d breaches, at rest %.1fs after the faults\n",
+					i+1, opts.Trials, label, plan.Seed, len(res.Held), len(res.Breaches), res.Recovery.Seconds())
+			}
+		})
 	}
-	report.finish(r.inject, r.samples)
-	return report, nil
+	workers.Wait()
+	for _, res := range results {
+		if res != nil {
+			report.add(res)
+		}
+	}
+	injectors := make([]*injector, len(runners))
+	var samples []sample
+	for i, r := range runners {
+		injectors[i] = r.inject
+		samples = append(samples, r.samples...)
+	}
+	report.finish(injectors, samples)
+	return report, errors.Join(errs...)
 }
 
 // runner runs trials on one stack.
@@ -169,7 +228,7 @@ func newRunner(ctx context.Context, stack *localstack.Stack, opts Options) (*run
 	if err != nil {
 		return nil, err
 	}
-	fresh, err := newFreshPlanner(opts.Dir, stack.ClusterName())
+	fresh, err := newFreshPlanner(stack.Dir(), stack.ClusterName())
 	if err != nil {
 		return nil, err
 	}

@@ -37,7 +37,7 @@ func TestShortChaosRun(t *testing.T) {
 	stackOpts := StackOptions(testenv.Root(), t.TempDir())
 	stackOpts.Progress = logWriter{t}
 	stack, _, _ := stacktest.Start(t, ctx, stackOpts)
-	r, err := RunOn(ctx, stack, opts)
+	r, err := RunOn(ctx, opts, stack)
 	if r != nil {
 		b := &strings.Builder{}
 		r.Print(b)

@@ -167,17 +167,22 @@ func (r *Report) count(invariant string) *CheckCount {
 	return r.Checks[invariant]
 }
 
-// finish adds the checks across trials and the percentiles.
-func (r *Report) finish(in *injector, samples []sample) {
-	for k, v := range in.injected {
-		r.Faults[k] = v
-	}
-	for k, v := range in.skipped {
-		r.Skipped[k] = v
-	}
+// finish adds the faults and restarts of every stack's injector, the checks across trials
+// and the percentiles.
+func (r *Report) finish(injectors []*injector, samples []sample) {
 	r.Restarts = map[string]int{}
-	for k, v := range in.restartsTotal {
-		r.Restarts[k] = v
+	for _, in := range injectors {
+		in.mu.Lock()
+		for k, v := range in.injected {
+			r.Faults[k] += v
+		}
+		for k, v := range in.skipped {
+			r.Skipped[k] += v
+		}
+		for k, v := range in.restartsTotal {
+			r.Restarts[k] += v
+		}
+		in.mu.Unlock()
 	}
 	r.Samples = samples
 	grown := growth(samples)

@@ -176,6 +176,9 @@ func (s *Stack) LeaseName() string { return leaseName }
 // security groups for discovery (karpenter.sh/discovery).
 func (s *Stack) ClusterName() string { return s.opts.ClusterName }
 
+// Dir is the directory of the stack's state and logs.
+func (s *Stack) Dir() string { return s.opts.Dir }
+
 // ha reports whether the stack runs replicas that elect a leader.
 func (s *Stack) ha() bool { return s.opts.Replicas > 1 }
 

@@ -21,6 +21,7 @@ func main() {
 	root := flag.String("root", ".", "Repository root: binaries in <root>/_output/bin.")
 	dir := flag.String("dir", "", "Directory of the stack's state and logs; <root>/_output/chaos by default.")
 	report := flag.String("report", "", "JSON report; <root>/_output/bench/chaos.json by default.")
+	stacks := flag.Int("stacks", 1, "How many local stacks run trials side by side (each in <dir>/stack-<i> when more than one).")
 	flag.Parse()
 	if *seed == 0 {
 		*seed = uint64(time.Now().UnixNano() % 1_000_000_000)
@@ -46,8 +47,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	fmt.Printf("chaos: %d trials from seed %d\n", *trials, *seed)
-	r, err := chaos.Run(ctx, chaos.Options{Root: *root, Dir: *dir, Trials: *trials, Seed: *seed, Out: os.Stdout})
+	fmt.Printf("chaos: %d trials from seed %d on %d stacks\n", *trials, *seed, *stacks)
+	r, err := chaos.Run(ctx, chaos.Options{Root: *root, Dir: *dir, Trials: *trials, Seed: *seed, Stacks: *stacks, Out: os.Stdout})
 	if r != nil {
 		r.Print(os.Stdout)
 		if werr := r.Write(*report); werr != nil {

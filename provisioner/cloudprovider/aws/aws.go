@@ -304,19 +304,17 @@ func (p *Provider) launchContext(ctx context.Context, ref *karpv1.NodeClassRefer
 	lc := &launchContext{class: class, resolved: resolved, entries: entries, types: make([]*cloudprovider.InstanceType, 0, len(entries))}
 	for _, e := range entries {
 		it := newInstanceType(e, class, zones, prices, p.overheadSettings())
+		if p.opts.ReservedCapacity {
+			it.Offerings = append(it.Offerings, p.reservedOfferings(it, resolved, prices)...)
+		}
 		for i := range it.Offerings {
 			o := &it.Offerings[i]
 			subnet, hasAddress := resolved.subnetFor(o.Zone)
-			o.Available = hasAddress && !p.unavailable.has(offeringKey{instanceType: it.Name, zone: o.Zone, capacityType: o.CapacityType})
+			// A reservation takes nodes while it has an instance left; no offering takes
+			// them while a capacity error marks it out.
+			left := o.CapacityType != karpv1.CapacityTypeReserved || o.ReservedInstances > 0
+			o.Available = hasAddress && left && !p.unavailable.has(keyOf(it.Name, *o))
 			o.NodeCosts = costs.NodeCosts(class, resolved.publicIPv4[subnet.ID])
-		}
-		if p.opts.ReservedCapacity {
-			reserved := p.reservedOfferings(it, resolved, prices)
-			for i := range reserved {
-				subnet, _ := resolved.subnetFor(reserved[i].Zone)
-				reserved[i].NodeCosts = costs.NodeCosts(class, resolved.publicIPv4[subnet.ID])
-			}
-			it.Offerings = append(it.Offerings, reserved...)
 		}
 		if _, ok := resolved.amis[it.Labels[corev1.LabelArchStable]]; ok && len(it.Offerings) > 0 {
 			lc.types = append(lc.types, it)

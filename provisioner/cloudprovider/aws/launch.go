@@ -208,12 +208,7 @@ type candidate struct {
 	offering cloudprovider.Offering
 }
 
-func (c candidate) key() offeringKey {
-	if c.offering.CapacityType == karpv1.CapacityTypeReserved {
-		return reservedKey(c.it.Name, c.offering)
-	}
-	return offeringKey{instanceType: c.it.Name, zone: c.offering.Zone, capacityType: c.offering.CapacityType}
-}
+func (c candidate) key() offeringKey { return keyOf(c.it.Name, c.offering) }
 
 // fleetError is an error CreateFleet reported, and the offering it is about (zero when the
 // error names none).
@@ -452,10 +447,7 @@ func (p *Provider) createFleet(ctx context.Context, nodeClaim *karpv1.NodeClaim,
 			if e.Lifecycle != "" && capacityType != karpv1.CapacityTypeReserved {
 				lifecycle = string(e.Lifecycle)
 			}
-			fe.key = offeringKey{instanceType: string(o.Overrides.InstanceType), zone: zone, capacityType: lifecycle}
-			if capacityType == karpv1.CapacityTypeReserved {
-				fe.key.reservationID = offering.ReservationID
-			}
+			fe.key = keyOf(string(o.Overrides.InstanceType), cloudprovider.Offering{Zone: zone, CapacityType: lifecycle, ReservationID: offering.ReservationID})
 		}
 		launch.errors = append(launch.errors, fe)
 		if fe.code == codeInsufficientFreeAddresses && e.LaunchTemplateAndOverrides != nil && e.LaunchTemplateAndOverrides.Overrides != nil {

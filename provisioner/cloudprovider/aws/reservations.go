@@ -138,9 +138,9 @@ func reservationStatus(r ec2types.CapacityReservation, now time.Time) awsv1.Capa
 const reservedPriceDivisor = 10_000_000
 
 // reservedOfferings are the offerings of the class's active reservations: for each, its
-// instance type in its zone as capacity type reserved, available while it has an instance
-// left that no launch since it was described took and no capacity error marked it full.
-// A capacity block that is expiring takes no new node.
+// instance type in its zone as capacity type reserved, with the instances left that no
+// launch since it was described took. launchContext decides their availability with the
+// other offerings'.
 func (p *Provider) reservedOfferings(it *cloudprovider.InstanceType, resolved *resolvedClass, prices *priceBook) []cloudprovider.Offering {
 	zones := resolved.zones()
 	var out []cloudprovider.Offering
@@ -161,16 +161,9 @@ func (p *Provider) reservedOfferings(it *cloudprovider.InstanceType, resolved *r
 			ReservationID: r.ID, ReservationType: r.ReservationType,
 			Price: onDemand / reservedPriceDivisor, ReservedInstances: resolved.reservationLeft(r.ID),
 		}
-		_, hasAddress := resolved.subnetFor(o.Zone)
-		o.Available = hasAddress && o.ReservedInstances > 0 && !p.unavailable.has(reservedKey(it.Name, o))
 		out = append(out, o)
 	}
 	return out
-}
-
-// reservedKey names a reserved offering in the unavailable offerings: its reservation.
-func reservedKey(instanceType string, o cloudprovider.Offering) offeringKey {
-	return offeringKey{instanceType: instanceType, zone: o.Zone, capacityType: karpv1.CapacityTypeReserved, reservationID: o.ReservationID}
 }
 
 // reservationLeft is how many instances the reservation takes, as described less the

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 )
 
 // DefaultUnavailableOfferingsTTL is how long an offering that reported a capacity error is
@@ -31,6 +32,15 @@ var capacityErrorCodes = map[string]bool{
 // capacity type reserved its capacity reservation.
 type offeringKey struct {
 	instanceType, zone, capacityType, reservationID string
+}
+
+// keyOf names an offering of the instance type; a reserved one by its reservation.
+func keyOf(instanceType string, o cloudprovider.Offering) offeringKey {
+	k := offeringKey{instanceType: instanceType, zone: o.Zone, capacityType: o.CapacityType}
+	if o.CapacityType == karpv1.CapacityTypeReserved {
+		k.reservationID = o.ReservationID
+	}
+	return k
 }
 
 // unavailableOfferings remembers offerings out of capacity until their TTL passes.

@@ -20,6 +20,9 @@ type CloudProvider interface {
 	// offering (instance type, zone, capacity type). It returns an InsufficientCapacityError
 	// when no allowed offering could be launched.
 	Create(ctx context.Context, nodeClaim *karpv1.NodeClaim) (*karpv1.NodeClaim, error)
+	// Adopt returns, as Create would, the instance already launched for the NodeClaim, or
+	// nil when there is none; it launches nothing.
+	Adopt(ctx context.Context, nodeClaim *karpv1.NodeClaim) (*karpv1.NodeClaim, error)
 	// Delete terminates the NodeClaim's instance. It returns a NodeClaimNotFoundError once the
 	// instance is terminated or gone, so callers know they may drop their finalizer.
 	Delete(ctx context.Context, nodeClaim *karpv1.NodeClaim) error

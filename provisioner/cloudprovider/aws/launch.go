@@ -44,6 +44,20 @@ var launchTemplateNotFoundCodes = map[string]bool{
 	"InvalidLaunchTemplateId.NotFound":            true,
 }
 
+// Adopt returns the NodeClaim view of the live instance tagged for the NodeClaim (the oldest
+// when several are), or nil when there is none.
+func (p *Provider) Adopt(ctx context.Context, nodeClaim *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
+	inst, err := p.launchedFor(ctx, nodeClaim)
+	if err != nil || inst == nil {
+		return nil, err
+	}
+	lc, err := p.launchContext(ctx, nodeClaim.Spec.NodeClassRef)
+	if err != nil {
+		return nil, err
+	}
+	return p.adopted(nodeClaim, inst, lc), nil
+}
+
 // Create launches one instance for the NodeClaim: into a capacity reservation when the
 // NodeClaim allows capacity type reserved and one has an instance left, else spot when the
 // NodeClaim allows it and a spot offering is available, on-demand otherwise or once no

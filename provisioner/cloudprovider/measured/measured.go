@@ -63,6 +63,13 @@ func (m *measured) Create(ctx context.Context, nodeClaim *karpv1.NodeClaim) (*ka
 	return out, err
 }
 
+func (m *measured) Adopt(ctx context.Context, nodeClaim *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
+	start := time.Now()
+	out, err := m.cp.Adopt(ctx, nodeClaim)
+	m.observe("Adopt", start, err)
+	return out, err
+}
+
 func (m *measured) Delete(ctx context.Context, nodeClaim *karpv1.NodeClaim) error {
 	start := time.Now()
 	err := m.cp.Delete(ctx, nodeClaim)

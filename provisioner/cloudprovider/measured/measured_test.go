@@ -22,6 +22,9 @@ type failing struct{ err error }
 func (f failing) Create(context.Context, *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
 	return nil, f.err
 }
+func (f failing) Adopt(context.Context, *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
+	return nil, f.err
+}
 func (f failing) Delete(context.Context, *karpv1.NodeClaim) error { return f.err }
 func (f failing) Get(context.Context, string) (*karpv1.NodeClaim, error) {
 	return nil, f.err

@@ -58,7 +58,24 @@ const (
 // Launcher creates instances.
 type Launcher interface {
 	Create(ctx context.Context, nodeClaim *karpv1.NodeClaim) (*karpv1.NodeClaim, error)
+	// Adopt returns the instance already launched for the NodeClaim, nil when there is none;
+	// it launches nothing.
+	Adopt(ctx context.Context, nodeClaim *karpv1.NodeClaim) (*karpv1.NodeClaim, error)
 }
+
+// LaunchStartedAnnotationKey on a NodeClaim is when its latest launch began (RFC 3339),
+// written before the launch and removed once it ends: a sidecar that takes over sees that a
+// predecessor's launch may still be in flight.
+const LaunchStartedAnnotationKey = "tailor.sh/launch-started"
+
+// InFlightWindow is how long after a launch another sidecar began its NodeClaim is only
+// adopted, never launched again: the launch's own bound and a margin for the cloud to show
+// what it launched. A launch the cloud answers slowly (a sidecar killed while CreateFleet
+// took tens of seconds) otherwise got a second instance (randomized fault trials, seed 5033).
+const InFlightWindow = LaunchTimeout + 30*time.Second
+
+// inFlightPoll is how often a launch another sidecar began is looked for meanwhile.
+const inFlightPoll = 5 * time.Second
 
 // Controller reconciles NodeClaims through launch, registration and initialization.
 type Controller struct {
@@ -73,6 +90,33 @@ type Controller struct {
 	// may read the NodeClaim before its status patch reaches the cache, and would otherwise
 	// ask EC2 again (to adopt the instance just launched).
 	recorded *recordedLaunches
+	// began are the NodeClaims this controller began to launch, and when: a NodeClaim marked
+	// launch-started and not here is another sidecar's launch.
+	began *beganLaunches
+}
+
+// beganLaunches are the launches this controller began within InFlightWindow.
+type beganLaunches struct {
+	mu sync.Mutex
+	at map[types.UID]time.Time
+}
+
+func (b *beganLaunches) begin(uid types.UID, now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for id, at := range b.at {
+		if now.Sub(at) >= InFlightWindow {
+			delete(b.at, id)
+		}
+	}
+	b.at[uid] = now
+}
+
+func (b *beganLaunches) has(uid types.UID) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, ok := b.at[uid]
+	return ok
 }
 
 // recordedLaunches are launches recorded on NodeClaims and not seen in the cache yet.
@@ -105,7 +149,7 @@ func (r *recordedLaunches) pending(nc *karpv1.NodeClaim) bool {
 // NewController returns a Controller.
 func NewController(kube client.Client, launcher Launcher, recorder record.EventRecorder, clk clock.WithTicker) *Controller {
 	return &Controller{kube: kube, launcher: launcher, recorder: recorder, clock: clk, failures: backoff.New(clk, backoff.DefaultInitial, backoff.DefaultMax),
-		recorded: &recordedLaunches{providerID: map[types.UID]string{}}}
+		recorded: &recordedLaunches{providerID: map[types.UID]string{}}, began: &beganLaunches{at: map[types.UID]time.Time{}}}
 }
 
 // Register adds the controller to the manager: it watches NodeClaims, and Nodes mapped to
@@ -196,8 +240,12 @@ func (c *Controller) launch(ctx context.Context, nc *karpv1.NodeClaim) (reconcil
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), LaunchTimeout)
 	defer cancel()
 	logger := log.FromContext(ctx)
-	launched, err := c.launcher.Create(ctx, nc)
+	launched, err := c.launchOrAdopt(ctx, nc)
 	switch {
+	case errors.Is(err, errInFlight):
+		return reconcile.Result{RequeueAfter: inFlightPoll}, nil
+	case apierrors.IsConflict(err):
+		return reconcile.Result{Requeue: true}, nil
 	case cloudprovider.IsInsufficientCapacityError(err):
 		metrics.LaunchErrors.WithLabelValues(nc.Labels[karpv1.NodePoolLabelKey], ReasonInsufficientCapacity).Inc()
 		c.recorder.Event(nc, corev1.EventTypeWarning, ReasonInsufficientCapacity, cloudprovider.Message(err))
@@ -238,6 +286,7 @@ func (c *Controller) launch(ctx context.Context, nc *karpv1.NodeClaim) (reconcil
 	for k, v := range launched.Annotations {
 		nc.Annotations[k] = v
 	}
+	delete(nc.Annotations, LaunchStartedAnnotationKey)
 	if err := c.kube.Patch(ctx, nc, patch); err != nil {
 		if apierrors.IsConflict(err) {
 			logger.V(1).Info("NodeClaim changed since it was read; reading it again", "providerID", launched.Status.ProviderID)
@@ -265,6 +314,42 @@ func (c *Controller) launch(ctx context.Context, nc *karpv1.NodeClaim) (reconcil
 		"instanceType", nc.Labels[corev1.LabelInstanceTypeStable], "zone", nc.Labels[corev1.LabelTopologyZone],
 		"capacityType", nc.Labels[karpv1.CapacityTypeLabelKey])
 	return reconcile.Result{}, nil
+}
+
+// errInFlight: another sidecar's launch of the NodeClaim may still be in flight.
+var errInFlight = errors.New("a launch another sidecar began may still be in flight")
+
+// launchOrAdopt launches the NodeClaim's instance, marking when the launch began. A
+// NodeClaim whose launch another sidecar began within InFlightWindow is only adopted: its
+// instance once the cloud shows it, errInFlight until then.
+func (c *Controller) launchOrAdopt(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
+	now := c.clock.Now()
+	if started, err := time.Parse(time.RFC3339, nc.Annotations[LaunchStartedAnnotationKey]); err == nil &&
+		!c.began.has(nc.UID) && now.Sub(started) < InFlightWindow {
+		launched, err := c.launcher.Adopt(ctx, nc)
+		if err != nil || launched != nil {
+			return launched, err
+		}
+		log.FromContext(ctx).V(1).Info("waiting for the launch another sidecar began", "started", started)
+		return nil, errInFlight
+	}
+	// Against the version read: a stale copy launches nothing.
+	patch := client.MergeFromWithOptions(nc.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	metav1.SetMetaDataAnnotation(&nc.ObjectMeta, LaunchStartedAnnotationKey, now.UTC().Format(time.RFC3339))
+	if err := c.kube.Patch(ctx, nc, patch); err != nil {
+		return nil, fmt.Errorf("marking the launch of NodeClaim %s: %w", nc.Name, err)
+	}
+	c.began.begin(nc.UID, now)
+	launched, err := c.launcher.Create(ctx, nc)
+	if err != nil {
+		// The launch is over: a sidecar that takes over may launch again at once.
+		patch := client.MergeFrom(nc.DeepCopy())
+		delete(nc.Annotations, LaunchStartedAnnotationKey)
+		if perr := c.kube.Patch(ctx, nc, patch); client.IgnoreNotFound(perr) != nil {
+			log.FromContext(ctx).V(1).Info("could not unmark the failed launch", "error", perr.Error())
+		}
+	}
+	return launched, err
 }
 
 // launchFailed records a failed launch: a Warning event and the Launched condition

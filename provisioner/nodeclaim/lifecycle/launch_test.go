@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -48,6 +49,10 @@ func (l *launcher) Create(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.No
 	return out, nil
 }
 
+func (l *launcher) Adopt(context.Context, *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
+	return nil, nil
+}
+
 // TestLaunchFinishesWhileTheSidecarShutsDown shuts the sidecar down while a launch is in
 // flight: the launch still reaches the cloud and is recorded on the NodeClaim.
 func TestLaunchFinishesWhileTheSidecarShutsDown(t *testing.T) {
@@ -80,15 +85,94 @@ func TestLaunchFinishesWhileTheSidecarShutsDown(t *testing.T) {
 	}
 }
 
-// countingLauncher launches every NodeClaim onto the same instance and counts the calls.
-type countingLauncher struct{ calls int }
+// countingLauncher launches every NodeClaim onto the same instance and counts the calls;
+// Adopt finds that instance once shown is set (a launch elsewhere finished).
+type countingLauncher struct {
+	calls, adopts int
+	shown         bool
+}
 
 func (l *countingLauncher) Create(_ context.Context, nc *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
 	l.calls++
+	return l.instance(nc), nil
+}
+
+func (l *countingLauncher) Adopt(_ context.Context, nc *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
+	l.adopts++
+	if !l.shown {
+		return nil, nil
+	}
+	return l.instance(nc), nil
+}
+
+func (l *countingLauncher) instance(nc *karpv1.NodeClaim) *karpv1.NodeClaim {
 	out := nc.DeepCopy()
 	out.Status.ProviderID = "aws:///us-east-1a/i-0123456789abcdef1"
 	out.Status.NodeName = "ip-10-0-0-2.ec2.internal"
-	return out, nil
+	return out
+}
+
+// TestALaunchAnotherSidecarBeganIsAdoptedNotRepeated reconciles NodeClaims whose launch
+// another sidecar marked as begun (it was killed while CreateFleet took tens of seconds):
+// within InFlightWindow nothing is launched again, the instance is adopted once the cloud
+// shows it; past the window, one that never showed is launched.
+func TestALaunchAnotherSidecarBeganIsAdoptedNotRepeated(t *testing.T) {
+	ctx := context.Background()
+	newClaim := func(name string) (*karpv1.NodeClaim, reconcile.Request) {
+		nc := &karpv1.NodeClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: karpv1.NodeClaimSpec{
+				NodeClassRef: &karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"},
+				Requirements: []karpv1.NodeSelectorRequirementWithMinValues{{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}}},
+			},
+		}
+		if err := kube.Create(ctx, nc); err != nil {
+			t.Fatal(err)
+		}
+		nc.Annotations = map[string]string{LaunchStartedAnnotationKey: nc.CreationTimestamp.UTC().Format(time.RFC3339)}
+		if err := kube.Update(ctx, nc); err != nil {
+			t.Fatal(err)
+		}
+		return nc, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(nc)}
+	}
+	providerID := func(req reconcile.Request) string {
+		got := &karpv1.NodeClaim{}
+		if err := kube.Get(ctx, req.NamespacedName, got); err != nil {
+			t.Fatal(err)
+		}
+		return got.Status.ProviderID
+	}
+
+	nc, req := newClaim("in-flight")
+	l := &countingLauncher{}
+	clk := clocktesting.NewFakeClock(nc.CreationTimestamp.Time.Add(10 * time.Second))
+	c := NewController(kube, l, record.NewFakeRecorder(10), clk)
+	res, err := c.Reconcile(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.calls != 0 || l.adopts != 1 || res.RequeueAfter != inFlightPoll || providerID(req) != "" {
+		t.Fatalf("while the other launch may be in flight: %d launches, %d adoptions, requeue after %s, provider ID %q; want 0, 1, %s, none",
+			l.calls, l.adopts, res.RequeueAfter, providerID(req), inFlightPoll)
+	}
+	l.shown = true
+	if _, err := c.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if l.calls != 0 || providerID(req) != "aws:///us-east-1a/i-0123456789abcdef1" {
+		t.Errorf("once the cloud shows the instance: %d launches, provider ID %q; want it adopted", l.calls, providerID(req))
+	}
+
+	_, req = newClaim("never-shown")
+	l = &countingLauncher{}
+	clk.Step(InFlightWindow)
+	c = NewController(kube, l, record.NewFakeRecorder(10), clk)
+	if _, err := c.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if l.calls != 1 || providerID(req) == "" {
+		t.Errorf("past the window: %d launches, provider ID %q; want it launched", l.calls, providerID(req))
+	}
 }
 
 // staleReads reads every NodeClaim as it was before its launch, as a cache does between a
@@ -152,6 +236,10 @@ type failingLauncher struct{ err error }
 
 func (l failingLauncher) Create(context.Context, *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
 	return nil, l.err
+}
+
+func (l failingLauncher) Adopt(context.Context, *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
+	return nil, nil
 }
 
 // TestALaunchIntoFullSubnetsIsReportedOnTheNodePool: when every subnet is out of addresses,

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,10 +47,18 @@ func launchedClaim(t *testing.T, nc *karpv1.NodeClaim, providerID string) *karpv
 	if err := kube.Create(ctx, nc); err != nil {
 		t.Fatal(err)
 	}
-	nc.Status.ProviderID, nc.Status.NodeName = providerID, nc.Name+".ec2.internal"
-	nodeclaim.SetCondition(nc, karpv1.ConditionTypeLaunched, metav1.ConditionTrue, ReasonLaunched, "")
-	nodeclaim.SetCondition(nc, karpv1.ConditionTypeRegistered, metav1.ConditionUnknown, reasonNodeNotFound, messageNodeNotFound)
-	if err := kube.Status().Update(ctx, nc); err != nil {
+	// The running controller may mark the launch as begun meanwhile: the status is written
+	// on the latest version.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := kube.Get(ctx, client.ObjectKeyFromObject(nc), nc); err != nil {
+			return err
+		}
+		nc.Status.ProviderID, nc.Status.NodeName = providerID, nc.Name+".ec2.internal"
+		nodeclaim.SetCondition(nc, karpv1.ConditionTypeLaunched, metav1.ConditionTrue, ReasonLaunched, "")
+		nodeclaim.SetCondition(nc, karpv1.ConditionTypeRegistered, metav1.ConditionUnknown, reasonNodeNotFound, messageNodeNotFound)
+		return kube.Status().Update(ctx, nc)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return nc

@@ -27,6 +27,10 @@ func (l labelsLauncher) Create(_ context.Context, nc *karpv1.NodeClaim) (*karpv1
 	return out, nil
 }
 
+func (l labelsLauncher) Adopt(context.Context, *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
+	return nil, nil
+}
+
 // TestALaunchKeepsThePlannedReservationOnlyWhenItLaunchedIntoIt: a NodeClaim planned into a
 // capacity reservation keeps its reservation labels when it launched there, and loses them
 // when the reservation was full and it launched on-demand.

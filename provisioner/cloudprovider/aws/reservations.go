@@ -139,8 +139,8 @@ const reservedPriceDivisor = 10_000_000
 
 // reservedOfferings are the offerings of the class's active reservations: for each, its
 // instance type in its zone as capacity type reserved, with the instances left that no
-// launch since it was described took. launchContext decides their availability with the
-// other offerings'.
+// launch since it was described took. A capacity block that is expiring takes no new node.
+// launchContext decides their availability with the other offerings'.
 func (p *Provider) reservedOfferings(it *cloudprovider.InstanceType, resolved *resolvedClass, prices *priceBook) []cloudprovider.Offering {
 	zones := resolved.zones()
 	var out []cloudprovider.Offering
@@ -156,12 +156,11 @@ func (p *Provider) reservedOfferings(it *cloudprovider.InstanceType, resolved *r
 		if !ok {
 			continue
 		}
-		o := cloudprovider.Offering{
+		out = append(out, cloudprovider.Offering{
 			Zone: r.AvailabilityZone, ZoneID: zoneID, CapacityType: karpv1.CapacityTypeReserved,
 			ReservationID: r.ID, ReservationType: r.ReservationType,
 			Price: onDemand / reservedPriceDivisor, ReservedInstances: resolved.reservationLeft(r.ID),
-		}
-		out = append(out, o)
+		})
 	}
 	return out
 }

@@ -80,7 +80,7 @@ func newFixture(t *testing.T, name string) *fixture {
 	if err := kube.Create(f.ctx, f.pool); err != nil {
 		t.Fatal(err)
 	}
-	f.ctrl = NewController(kube, f, f, f, record.NewFakeRecorder(100), f.clock, ControllerOptions{Options: DefaultOptions, Interval: time.Second, ReplacementTimeout: time.Minute})
+	f.ctrl = NewController(kube, kube, f, f, f, record.NewFakeRecorder(100), f.clock, ControllerOptions{Options: DefaultOptions, Interval: time.Second, ReplacementTimeout: time.Minute})
 	return f
 }
 
@@ -220,6 +220,48 @@ func (f *fixture) state(names ...string) map[string]string {
 		}
 	}
 	return out
+}
+
+// cordoned says, per node of the fixture, whether it carries the disruption taint.
+func (f *fixture) cordoned(names ...string) map[string]bool {
+	f.t.Helper()
+	out := map[string]bool{}
+	for _, name := range names {
+		node := &corev1.Node{}
+		if err := kube.Get(f.ctx, client.ObjectKey{Name: f.prefix + "-" + name}, node); err != nil {
+			f.t.Fatal(err)
+		}
+		out[name] = nodeclaim.Cordoned(node)
+	}
+	return out
+}
+
+// patchNodeClaim edits the NodeClaim of a node of the fixture; patchNodeClaimStatus edits
+// its status.
+func (f *fixture) patchNodeClaim(name string, edit func(*karpv1.NodeClaim)) {
+	f.t.Helper()
+	nc := &karpv1.NodeClaim{}
+	if err := kube.Get(f.ctx, client.ObjectKey{Name: f.prefix + "-" + name}, nc); err != nil {
+		f.t.Fatal(err)
+	}
+	patch := client.MergeFrom(nc.DeepCopy())
+	edit(nc)
+	if err := kube.Patch(f.ctx, nc, patch); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) patchNodeClaimStatus(name string, edit func(*karpv1.NodeClaim)) {
+	f.t.Helper()
+	nc := &karpv1.NodeClaim{}
+	if err := kube.Get(f.ctx, client.ObjectKey{Name: f.prefix + "-" + name}, nc); err != nil {
+		f.t.Fatal(err)
+	}
+	patch := client.MergeFrom(nc.DeepCopy())
+	edit(nc)
+	if err := kube.Status().Patch(f.ctx, nc, patch); err != nil {
+		f.t.Fatal(err)
+	}
 }
 
 func (f *fixture) pass() {
@@ -508,33 +550,102 @@ func TestALeaderHoldsThePodsItsPredecessorMayHaveMoved(t *testing.T) {
 	}
 }
 
-// TestALeaderReleasesNodesItsPredecessorCordonedAndLeft: a node cordoned for a disruption
-// the previous leader did not finish takes pods again, and can be disrupted again; a node
-// whose interruption is announced stays cordoned.
-func TestALeaderReleasesNodesItsPredecessorCordonedAndLeft(t *testing.T) {
+// TestCordonsOfDecisionsNoLongerUnderWayAreLifted: a node a disruption cordoned for a
+// decision that is not under way takes pods again; a node cordoned by anything else, whose
+// interruption is announced or whose NodeClaim is going stays cordoned, also when the cache
+// has not caught up with the API server; and a cordon the cache does not show yet is lifted
+// once it does.
+func TestCordonsOfDecisionsNoLongerUnderWayAreLifted(t *testing.T) {
 	f := newFixture(t, "abandoned")
-	f.node("left", "small.xlarge", "1")
-	f.node("interrupted", "small.xlarge", "1")
-	f.node("kept", "small.xlarge", "1")
-	for _, name := range []string{"left", "interrupted"} {
-		if err := f.ctrl.cordon(f.ctx, f.prefix+"-"+name); err != nil {
-			t.Fatal(err)
+	names := []string{"left", "interrupted", "others", "going", "late"}
+	for _, name := range names {
+		f.node(name, "small.xlarge", "1")
+		if name != "others" {
+			if err := f.ctrl.cordon(f.ctx, f.prefix+"-"+name); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
-	nc := &karpv1.NodeClaim{}
-	if err := kube.Get(f.ctx, client.ObjectKey{Name: f.prefix + "-interrupted"}, nc); err != nil {
+	other := &corev1.Node{}
+	if err := kube.Get(f.ctx, client.ObjectKey{Name: f.prefix + "-others"}, other); err != nil {
 		t.Fatal(err)
 	}
-	patch := client.MergeFrom(nc.DeepCopy())
-	nc.Annotations = map[string]string{termination.InterruptionDeadlineAnnotationKey: "2026-11-27T12:00:00Z"}
-	if err := kube.Patch(f.ctx, nc, patch); err != nil {
+	if err := nodeclaim.Cordon(f.ctx, kube, other); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.ctrl.releaseAbandoned(f.ctx); err != nil {
+	f.patchNodeClaim("interrupted", func(nc *karpv1.NodeClaim) {
+		nc.Annotations = map[string]string{termination.InterruptionDeadlineAnnotationKey: "2026-11-27T12:00:00Z"}
+	})
+	f.patchNodeClaim("going", func(nc *karpv1.NodeClaim) { nc.Finalizers = []string{"test.tailor.sh/hold"} })
+	if err := kube.Delete(f.ctx, &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: f.prefix + "-going"}}); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(map[string]string{"left": "kept", "interrupted": "cordoned", "kept": "kept"}, f.state("left", "interrupted", "kept")); diff != "" {
-		t.Errorf("after taking over (-want +got):\n%s", diff)
+	// lagging is the cluster as a cache that has not caught up shows it: no cordon on "late"
+	// yet, and "going" not being deleted yet.
+	lagging := func() []packing.Node {
+		in, err := f.ClusterInput(f.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, n := range in.Nodes {
+			switch n.Node.Name {
+			case f.prefix + "-late":
+				in.Nodes[i].Node = n.Node.DeepCopy()
+				delete(in.Nodes[i].Node.Annotations, CordonedAnnotationKey)
+				in.Nodes[i].Node.Spec.Taints = nil
+			case f.prefix + "-going":
+				in.Nodes[i].NodeClaim = n.NodeClaim.DeepCopy()
+				in.Nodes[i].NodeClaim.DeletionTimestamp = nil
+			}
+		}
+		return in.Nodes
+	}
+	if err := f.ctrl.releaseAbandoned(f.ctx, lagging()); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"left": false, "interrupted": true, "others": true, "going": true, "late": true}
+	if diff := cmp.Diff(want, f.cordoned(names...)); diff != "" {
+		t.Errorf("cordoned, after a sweep over a lagging cache (-want +got):\n%s", diff)
+	}
+	in, err := f.ClusterInput(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.ctrl.releaseAbandoned(f.ctx, in.Nodes); err != nil {
+		t.Fatal(err)
+	}
+	want["late"] = false
+	if diff := cmp.Diff(want, f.cordoned(names...)); diff != "" {
+		t.Errorf("cordoned, once the cache caught up (-want +got):\n%s", diff)
+	}
+}
+
+// TestASuccessorReplacesTheDriftedNodeItsPredecessorLeftCordoned replays the randomized
+// fault trials' seed 5091: a leader cordons a drifted node and launches its replacement, then
+// stops; its successor lifts the cordon and replaces the node itself.
+func TestASuccessorReplacesTheDriftedNodeItsPredecessorLeftCordoned(t *testing.T) {
+	f := newFixture(t, "succession")
+	f.node("drifted", "small.xlarge", "1")
+	f.patchNodeClaimStatus("drifted", func(nc *karpv1.NodeClaim) {
+		nodeclaim.SetCondition(nc, karpv1.ConditionTypeDrifted, metav1.ConditionTrue, "AMIDrifted", "")
+	})
+	f.pass()
+	if diff := cmp.Diff(map[string]string{"drifted": "cordoned"}, f.state("drifted")); diff != "" || f.launched != 1 {
+		t.Fatalf("the predecessor's decision launched %d replacements, want 1; (-want +got):\n%s", f.launched, diff)
+	}
+	f.ctrl = NewController(kube, kube, f, f, f, record.NewFakeRecorder(100), f.clock, f.ctrl.opts)
+	f.pass()
+	if diff := cmp.Diff(map[string]string{"drifted": "kept"}, f.state("drifted")); diff != "" || f.launched != 1 {
+		t.Fatalf("the successor's first pass launched %d replacements in all, want 1; (-want +got):\n%s", f.launched, diff)
+	}
+	f.pass()
+	if diff := cmp.Diff(map[string]string{"drifted": "cordoned"}, f.state("drifted")); diff != "" || f.launched != 2 {
+		t.Fatalf("the successor's drift decision launched %d replacements in all, want 2; (-want +got):\n%s", f.launched, diff)
+	}
+	f.initializeReplacement(2)
+	f.pass()
+	if diff := cmp.Diff(map[string]string{"drifted": "deleted"}, f.state("drifted")); diff != "" {
+		t.Errorf("once the successor's replacement is up (-want +got):\n%s", diff)
 	}
 }
 

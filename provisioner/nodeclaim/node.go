@@ -57,19 +57,27 @@ func OwnedByDaemonSet(p *corev1.Pod) bool {
 }
 
 // Cordon taints the node karpenter.sh/disrupted:NoSchedule, so nothing new lands on it while
-// it is taken away; Uncordon lifts the taint. Both do nothing when there is nothing to do.
+// it is taken away. It does nothing when the node has the taint already.
 func Cordon(ctx context.Context, kube client.Client, node *corev1.Node) error {
 	return SetTaint(ctx, kube, node, karpv1.DisruptedNoScheduleTaint, true)
-}
-
-// Uncordon lifts the taint Cordon sets.
-func Uncordon(ctx context.Context, kube client.Client, node *corev1.Node) error {
-	return SetTaint(ctx, kube, node, karpv1.DisruptedNoScheduleTaint, false)
 }
 
 // SetTaint adds the taint to the node (present) or removes it, patching the node only when
 // that changes something.
 func SetTaint(ctx context.Context, kube client.Client, node *corev1.Node, taint corev1.Taint, present bool) error {
+	patch := client.MergeFrom(node.DeepCopy())
+	if !WithTaint(node, taint, present) {
+		return nil
+	}
+	if err := kube.Patch(ctx, node, patch); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("setting taint %s:%s of node %s: %w", taint.Key, taint.Effect, node.Name, err)
+	}
+	return nil
+}
+
+// WithTaint adds the taint to the node object (present) or removes it, and reports whether
+// that changed it.
+func WithTaint(node *corev1.Node, taint corev1.Taint, present bool) bool {
 	var taints []corev1.Taint
 	has := false
 	for _, t := range node.Spec.Taints {
@@ -82,15 +90,11 @@ func SetTaint(ctx context.Context, kube client.Client, node *corev1.Node, taint 
 		taints = append(taints, t)
 	}
 	if has == present {
-		return nil
+		return false
 	}
-	patch := client.MergeFrom(node.DeepCopy())
 	if present {
 		taints = append(taints, taint)
 	}
 	node.Spec.Taints = taints
-	if err := kube.Patch(ctx, node, patch); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("setting taint %s:%s of node %s: %w", taint.Key, taint.Effect, node.Name, err)
-	}
-	return nil
+	return true
 }

@@ -286,7 +286,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if unbuilt := opts.FeatureGates.Unbuilt(); len(unbuilt) > 0 {
 		logger.Info("Feature gates enabled that Tailor does not build; they change nothing", "gates", unbuilt)
 	}
-	disruptions := disruption.NewController(mgr.GetClient(), prov, prov, tracker, recorder, clk, disruptionOpts)
+	disruptions := disruption.NewController(mgr.GetClient(), mgr.GetAPIReader(), prov, prov, tracker, recorder, clk, disruptionOpts)
 	if err := mgr.Add(disruptions); err != nil {
 		return fmt.Errorf("adding disruption: %w", err)
 	}

@@ -3,6 +3,7 @@ package disruption
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -222,23 +223,8 @@ func (f *fixture) state(names ...string) map[string]string {
 	return out
 }
 
-// cordoned says, per node of the fixture, whether it carries the disruption taint.
-func (f *fixture) cordoned(names ...string) map[string]bool {
-	f.t.Helper()
-	out := map[string]bool{}
-	for _, name := range names {
-		node := &corev1.Node{}
-		if err := kube.Get(f.ctx, client.ObjectKey{Name: f.prefix + "-" + name}, node); err != nil {
-			f.t.Fatal(err)
-		}
-		out[name] = nodeclaim.Cordoned(node)
-	}
-	return out
-}
-
-// patchNodeClaim edits the NodeClaim of a node of the fixture; patchNodeClaimStatus edits
-// its status.
-func (f *fixture) patchNodeClaim(name string, edit func(*karpv1.NodeClaim)) {
+// patchNodeClaim edits the NodeClaim of a node of the fixture, its status when status is set.
+func (f *fixture) patchNodeClaim(name string, status bool, edit func(*karpv1.NodeClaim)) {
 	f.t.Helper()
 	nc := &karpv1.NodeClaim{}
 	if err := kube.Get(f.ctx, client.ObjectKey{Name: f.prefix + "-" + name}, nc); err != nil {
@@ -246,20 +232,13 @@ func (f *fixture) patchNodeClaim(name string, edit func(*karpv1.NodeClaim)) {
 	}
 	patch := client.MergeFrom(nc.DeepCopy())
 	edit(nc)
-	if err := kube.Patch(f.ctx, nc, patch); err != nil {
-		f.t.Fatal(err)
+	var err error
+	if status {
+		err = kube.Status().Patch(f.ctx, nc, patch)
+	} else {
+		err = kube.Patch(f.ctx, nc, patch)
 	}
-}
-
-func (f *fixture) patchNodeClaimStatus(name string, edit func(*karpv1.NodeClaim)) {
-	f.t.Helper()
-	nc := &karpv1.NodeClaim{}
-	if err := kube.Get(f.ctx, client.ObjectKey{Name: f.prefix + "-" + name}, nc); err != nil {
-		f.t.Fatal(err)
-	}
-	patch := client.MergeFrom(nc.DeepCopy())
-	edit(nc)
-	if err := kube.Status().Patch(f.ctx, nc, patch); err != nil {
+	if err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -573,10 +552,10 @@ func TestCordonsOfDecisionsNoLongerUnderWayAreLifted(t *testing.T) {
 	if err := nodeclaim.Cordon(f.ctx, kube, other); err != nil {
 		t.Fatal(err)
 	}
-	f.patchNodeClaim("interrupted", func(nc *karpv1.NodeClaim) {
+	f.patchNodeClaim("interrupted", false, func(nc *karpv1.NodeClaim) {
 		nc.Annotations = map[string]string{termination.InterruptionDeadlineAnnotationKey: "2026-11-27T12:00:00Z"}
 	})
-	f.patchNodeClaim("going", func(nc *karpv1.NodeClaim) { nc.Finalizers = []string{"test.tailor.sh/hold"} })
+	f.patchNodeClaim("going", false, func(nc *karpv1.NodeClaim) { nc.Finalizers = []string{"test.tailor.sh/hold"} })
 	if err := kube.Delete(f.ctx, &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: f.prefix + "-going"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -604,7 +583,7 @@ func TestCordonsOfDecisionsNoLongerUnderWayAreLifted(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]bool{"left": false, "interrupted": true, "others": true, "going": true, "late": true}
-	if diff := cmp.Diff(want, f.cordoned(names...)); diff != "" {
+	if diff := cmp.Diff(want, f.tainted(karpv1.DisruptedNoScheduleTaint, names...)); diff != "" {
 		t.Errorf("cordoned, after a sweep over a lagging cache (-want +got):\n%s", diff)
 	}
 	in, err := f.ClusterInput(f.ctx)
@@ -615,7 +594,7 @@ func TestCordonsOfDecisionsNoLongerUnderWayAreLifted(t *testing.T) {
 		t.Fatal(err)
 	}
 	want["late"] = false
-	if diff := cmp.Diff(want, f.cordoned(names...)); diff != "" {
+	if diff := cmp.Diff(want, f.tainted(karpv1.DisruptedNoScheduleTaint, names...)); diff != "" {
 		t.Errorf("cordoned, once the cache caught up (-want +got):\n%s", diff)
 	}
 }
@@ -626,7 +605,7 @@ func TestCordonsOfDecisionsNoLongerUnderWayAreLifted(t *testing.T) {
 func TestASuccessorReplacesTheDriftedNodeItsPredecessorLeftCordoned(t *testing.T) {
 	f := newFixture(t, "succession")
 	f.node("drifted", "small.xlarge", "1")
-	f.patchNodeClaimStatus("drifted", func(nc *karpv1.NodeClaim) {
+	f.patchNodeClaim("drifted", true, func(nc *karpv1.NodeClaim) {
 		nodeclaim.SetCondition(nc, karpv1.ConditionTypeDrifted, metav1.ConditionTrue, "AMIDrifted", "")
 	})
 	f.pass()
@@ -723,12 +702,12 @@ func TestNodesThePlanTakesLaterArePreferredAgainst(t *testing.T) {
 	if diff := cmp.Diff(map[string]string{"a": "deleted", "b": "kept", "c": "kept"}, f.state("a", "b", "c")); diff != "" {
 		t.Errorf("a plan of a and b with a budget of one node (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(map[string]bool{"a": false, "b": true, "c": false}, f.plannedTaints("a", "b", "c")); diff != "" {
+	if diff := cmp.Diff(map[string]bool{"a": false, "b": true, "c": false}, f.tainted(PlannedTaint, "a", "b", "c")); diff != "" {
 		t.Errorf("PlannedTaint while a goes and the plan takes b later (-want +got):\n%s", diff)
 	}
 	f.setBudget("0")
 	f.pass()
-	if diff := cmp.Diff(map[string]bool{"b": false, "c": false}, f.plannedTaints("b", "c")); diff != "" {
+	if diff := cmp.Diff(map[string]bool{"b": false, "c": false}, f.tainted(PlannedTaint, "b", "c")); diff != "" {
 		t.Errorf("PlannedTaint once nothing may be disrupted (-want +got):\n%s", diff)
 	}
 }
@@ -741,8 +720,8 @@ func (f *fixture) setBudget(nodes string) {
 	}
 }
 
-// plannedTaints says, per node of the fixture, whether it carries PlannedTaint.
-func (f *fixture) plannedTaints(names ...string) map[string]bool {
+// tainted says, per node of the fixture, whether it carries the taint.
+func (f *fixture) tainted(taint corev1.Taint, names ...string) map[string]bool {
 	f.t.Helper()
 	out := map[string]bool{}
 	for _, name := range names {
@@ -750,10 +729,7 @@ func (f *fixture) plannedTaints(names ...string) map[string]bool {
 		if err := kube.Get(f.ctx, client.ObjectKey{Name: f.prefix + "-" + name}, node); err != nil {
 			f.t.Fatal(err)
 		}
-		out[name] = false
-		for _, t := range node.Spec.Taints {
-			out[name] = out[name] || t.MatchTaint(&PlannedTaint)
-		}
+		out[name] = slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&taint) })
 	}
 	return out
 }

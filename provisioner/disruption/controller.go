@@ -821,7 +821,11 @@ func (c *Controller) setCordon(ctx context.Context, kube client.Client, node *co
 		return nil
 	}
 	if err := kube.Patch(ctx, node, patch); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("cordoning node %s (%t): %w", node.Name, on, err)
+		verb := "cordoning"
+		if !on {
+			verb = "uncordoning"
+		}
+		return fmt.Errorf("%s node %s: %w", verb, node.Name, err)
 	}
 	return nil
 }

@@ -851,7 +851,7 @@ func (c *Controller) withNode(ctx context.Context, name string, f func(context.C
 // stayed drifted).
 func (c *Controller) releaseAbandoned(ctx context.Context, nodes []packing.Node) error {
 	for _, n := range nodes {
-		if _, marked := n.Node.Annotations[CordonedAnnotationKey]; !marked || n.NodeClaim == nil || n.NodeClaim.DeletionTimestamp != nil {
+		if _, marked := n.Node.Annotations[CordonedAnnotationKey]; !marked || n.NodeClaim == nil || goingAnyway(n.NodeClaim) {
 			continue
 		}
 		nc := &karpv1.NodeClaim{}
@@ -861,7 +861,7 @@ func (c *Controller) releaseAbandoned(ctx context.Context, nodes []packing.Node)
 			}
 			return fmt.Errorf("reading NodeClaim %s: %w", n.NodeClaim.Name, err)
 		}
-		if nc.DeletionTimestamp != nil || nc.Annotations[termination.InterruptionDeadlineAnnotationKey] != "" {
+		if goingAnyway(nc) {
 			continue
 		}
 		node := &corev1.Node{}
@@ -879,6 +879,12 @@ func (c *Controller) releaseAbandoned(ctx context.Context, nodes []packing.Node)
 			"cordonedAt", n.Node.Annotations[CordonedAnnotationKey])
 	}
 	return nil
+}
+
+// goingAnyway reports whether a NodeClaim's node goes whatever disruption decides: the
+// NodeClaim is being deleted, or its instance's interruption is announced.
+func goingAnyway(nc *karpv1.NodeClaim) bool {
+	return nc.DeletionTimestamp != nil || nc.Annotations[termination.InterruptionDeadlineAnnotationKey] != ""
 }
 
 // clusterOf is the cluster of a planner's input, without candidates.

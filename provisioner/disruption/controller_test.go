@@ -168,12 +168,7 @@ func (f *fixture) ClusterInput(ctx context.Context) (packing.Input, error) {
 		if err := kube.Get(ctx, client.ObjectKey{Name: nc.Status.NodeName}, node); err != nil {
 			continue
 		}
-		schedulable := nc.DeletionTimestamp == nil
-		for _, t := range node.Spec.Taints {
-			if t.MatchTaint(&karpv1.DisruptedNoScheduleTaint) {
-				schedulable = false
-			}
-		}
+		schedulable := nc.DeletionTimestamp == nil && !nodeclaim.Cordoned(node)
 		in.Nodes = append(in.Nodes, packing.Node{Node: node, NodeClaim: nc, Pods: f.pods[node.Name], Schedulable: schedulable})
 	}
 	return in, nil
@@ -204,17 +199,13 @@ func (f *fixture) state(names ...string) map[string]string {
 		if err := kube.Get(f.ctx, client.ObjectKey{Name: full}, node); err != nil {
 			f.t.Fatal(err)
 		}
-		cordoned := false
-		for _, t := range node.Spec.Taints {
-			cordoned = cordoned || t.MatchTaint(&karpv1.DisruptedNoScheduleTaint)
-		}
 		err := kube.Get(f.ctx, client.ObjectKey{Name: full}, nc)
 		switch {
 		case client.IgnoreNotFound(err) != nil:
 			f.t.Fatal(err)
 		case err != nil || nc.DeletionTimestamp != nil:
 			out[name] = "deleted"
-		case cordoned:
+		case nodeclaim.Cordoned(node):
 			out[name] = "cordoned"
 		default:
 			out[name] = "kept"

@@ -43,6 +43,8 @@ type base struct {
 	// reservedLeft is how many more nodes the round may plan into each capacity
 	// reservation, by id: planned nodes of its offerings take one each.
 	reservedLeft map[string]int
+	// guide is the price the rounds rank and pick offerings by.
+	guide guide
 	// round numbers the planning rounds. The trackers and anti-affinity terms a round's
 	// groups use carry its number: a Snapshot keeps those of earlier rounds, which the
 	// round must not count pods for nor pin labels by.
@@ -273,6 +275,7 @@ func (b *base) beginRound() {
 	b.reservedLeft = map[string]int{}
 	for _, p := range b.pools {
 		p.remaining = slices.Clone(p.limit)
+		p.guide = b.guide
 		for id, n := range p.reserved {
 			b.reservedLeft[id] = n
 		}

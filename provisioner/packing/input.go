@@ -39,6 +39,10 @@ type Input struct {
 	// MinValuesPolicy is what to do when a NodePool's minValues cannot be met; empty means
 	// MinValuesStrict.
 	MinValuesPolicy MinValuesPolicy
+	// WholePriceRankingOnly plans with offerings ranked by whole node prices alone, without
+	// the second ranking by instance prices (see Solve): for callers that use the plan's
+	// placements on existing nodes (made before any node is opened) and not its new NodeClaims.
+	WholePriceRankingOnly bool
 }
 
 // NodePool is a NodePool with what the planner knows about it.
@@ -81,6 +85,10 @@ type Plan struct {
 	Existing []Placement
 	// Unschedulable pods, with the reason.
 	Unschedulable []Unschedulable
+	// RankedByInstancePrices says the plan ranked offerings by their instances' prices
+	// rather than by what their nodes cost, and kept that plan because it costs less by
+	// what nodes cost (see Solve).
+	RankedByInstancePrices bool
 }
 
 // NewNodeClaim is a NodeClaim to create and the pods planned onto it.
@@ -169,4 +177,13 @@ func (p Plan) PricePerHour() float64 {
 		total += nc.Cheapest.Price
 	}
 	return total
+}
+
+// better reports whether the plan is better than other: it places more pods, or as many
+// for less.
+func (p Plan) better(other Plan) bool {
+	if len(p.Unschedulable) != len(other.Unschedulable) {
+		return len(p.Unschedulable) < len(other.Unschedulable)
+	}
+	return p.PricePerHour() < other.PricePerHour()*(1-1e-9)
 }

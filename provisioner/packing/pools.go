@@ -40,10 +40,13 @@ type pool struct {
 	// prices are the marginal prices of each resource when buying the pool's capacity for
 	// the whole batch: what makes one unit of a pod's request worth paying for.
 	prices []float64
-	// priceKey names prices, for the rankings kept per prices.
+	// guide is the price the round ranks and picks offerings by; priceKey names it and
+	// prices, for the rankings kept per both.
+	guide    guide
 	priceKey string
-	// cols are the offers as columns of the LP that prices resources, built on first use.
-	cols []lowerbound.Column
+	// cols are the offers as columns of the LP that prices resources, by guide, built on
+	// first use.
+	cols [guides][]lowerbound.Column
 	// minValues are the keys the NodePool's requirements set minValues for, by key.
 	minValues []minValue
 	// reserved are how many instances each capacity reservation of the pool's reserved
@@ -51,26 +54,46 @@ type pool struct {
 	reserved map[string]int
 }
 
-// columns are the pool's offers as the LP that prices resources sees them.
-func (p *pool) columns() []lowerbound.Column {
-	if p.cols == nil {
-		p.cols = make([]lowerbound.Column, 0, len(p.offers))
-		for _, o := range p.offers {
-			p.cols = append(p.cols, lowerbound.Column{Price: o.price, Capacity: toFloats(o.alloc)})
-		}
+// guide is a price the planner can rank offerings by.
+type guide int
+
+const (
+	// wholeNode is what a node of the offering costs: its instance and its node costs.
+	wholeNode guide = iota
+	// instanceOnly is the instance's price alone, as planners that do not count node costs
+	// rank offerings. A plan guided by it is still priced whole: Solve keeps it when it
+	// comes out cheaper that way (see Solve).
+	instanceOnly
+	guides
+)
+
+// guidePrice is the offering's price by the round's guide.
+func (p *pool) guidePrice(o *offer) float64 {
+	if p.guide == instanceOnly {
+		return o.instance
 	}
-	return p.cols
+	return o.price
 }
 
-// setPrices sets the resource prices of a round. The ranks of types are kept per prices:
-// rounds of one Snapshot that plan similar pods come back to the same prices (the LP's
-// duals change by steps), and ranking every type again is most of what opening a node costs.
-func (p *pool) setPrices(prices []float64) {
-	if slices.Equal(p.prices, prices) {
-		return
+// columns are the pool's offers as the LP that prices resources sees them.
+func (p *pool) columns() []lowerbound.Column {
+	if p.cols[p.guide] == nil {
+		cols := make([]lowerbound.Column, 0, len(p.offers))
+		for _, o := range p.offers {
+			cols = append(cols, lowerbound.Column{Price: p.guidePrice(o), Capacity: toFloats(o.alloc)})
+		}
+		p.cols[p.guide] = cols
 	}
+	return p.cols[p.guide]
+}
+
+// setPrices sets the resource prices of a round. The ranks of types are kept per prices
+// and guide: rounds of one Snapshot that plan similar pods come back to the same prices (the
+// LP's duals change by steps), and ranking every type again is most of what opening a node
+// costs.
+func (p *pool) setPrices(prices []float64) {
 	p.prices = prices
-	p.priceKey = fmt.Sprint(prices)
+	p.priceKey = fmt.Sprint(p.guide, prices)
 }
 
 // typeInfo is an instance type within one pool.
@@ -367,7 +390,7 @@ const maxRanksKept = 16
 
 type rankedType struct {
 	t *typeInfo
-	// offers are the type's compatible offers, cheapest first.
+	// offers are the type's compatible offers, cheapest by the pool's guide first.
 	offers []*offer
 	// efficiency is price per unit of value: lower is better.
 	efficiency float64
@@ -427,9 +450,9 @@ func (p *pool) rank(c *compat) []*rankedType {
 		if len(offers) == 0 {
 			continue
 		}
-		slices.SortStableFunc(offers, func(a, b *offer) int { return cmp.Compare(a.price, b.price) })
+		slices.SortStableFunc(offers, func(a, b *offer) int { return cmp.Compare(p.guidePrice(a), p.guidePrice(b)) })
 		value := offers[0].alloc.value(p.prices)
-		rt := &rankedType{t: t, offers: offers, value: value, efficiency: offers[0].price / max(value, 1e-12)}
+		rt := &rankedType{t: t, offers: offers, value: value, efficiency: p.guidePrice(offers[0]) / max(value, 1e-12)}
 		ranked = append(ranked, rt)
 	}
 	slices.SortStableFunc(ranked, func(a, b *rankedType) int {

@@ -29,7 +29,9 @@ func (sn *Snapshot) Solve(pods []*corev1.Pod, away, held map[string]bool) Plan {
 }
 
 // Estimate plans as Solve does, but each new NodeClaim carries only its NodePool, its pods
-// and its cheapest offering: what a what-if is priced by, at a fraction of the cost.
+// and its cheapest offering, and offerings are ranked by whole node prices alone: what a
+// what-if is priced by, at a fraction of the cost. Solve's plan of the same pods costs no
+// more.
 func (sn *Snapshot) Estimate(pods []*corev1.Pod, away, held map[string]bool) Plan {
 	return sn.solve(pods, away, held, true)
 }
@@ -45,21 +47,16 @@ func (sn *Snapshot) solve(pods []*corev1.Pod, away, held map[string]bool, priceO
 		for name := range requests[i] {
 			if _, ok := sn.b.dims.index[name]; !ok {
 				// A resource no pod of the cluster requests: plan from scratch.
-				s := newSolver(sn.input(pods, away, held))
-				s.priceOnly = priceOnly
-				s.placeOnExisting()
-				s.launch()
-				return s.plan()
+				in := sn.input(pods, away, held)
+				all := make([]corev1.ResourceList, len(pods))
+				for i, pod := range pods {
+					all[i] = podRequests(pod)
+				}
+				return newBase(in, all, false).plan(pods, all, nil, nil, priceOnly)
 			}
 		}
 	}
-	s := sn.b.newRound(pods, requests, away, held)
-	s.priceOnly = priceOnly
-	s.placeOnExisting()
-	s.launch()
-	plan := s.plan()
-	s.undo(away)
-	return plan
+	return sn.b.plan(pods, requests, away, held, priceOnly)
 }
 
 // input is the snapshot's input as Solve takes it for the pods, away and held.

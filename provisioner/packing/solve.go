@@ -22,11 +22,58 @@ import (
 // unit of pods it holds. Constraints the scheduler filters on are checked at every
 // placement; preferences are honoured as constraints and given up one at a time, only for
 // pods that cannot be placed otherwise.
+//
+// When nodes cost more than their instances (volumes, a public address), the greedy is run
+// twice, ranking offerings by whole node prices and by instance prices, and the plan that
+// places more pods, then costs less by whole node prices, is kept. The fixed cost of a node
+// favours larger ones, but which choices pay off depends on how the batch's pods fill the
+// nodes opened last; neither ranking is better on every batch. The second run shares the
+// first's preparation (nodes, offerings, topology counts).
 func Solve(in Input) Plan {
-	s := newSolver(in)
+	requests := make([]corev1.ResourceList, len(in.Pods))
+	for i, pod := range in.Pods {
+		requests[i] = podRequests(pod)
+	}
+	return newBase(in, requests, false).plan(in.Pods, requests, nil, nil, false)
+}
+
+// plan plans the pods against the base less the nodes away, keeping them off those held,
+// and leaves the base as it was. A plan that is only priced (priceOnly, see
+// Snapshot.Estimate) is guided by whole node prices alone.
+func (b *base) plan(pods []*corev1.Pod, requests []corev1.ResourceList, away, held map[string]bool, priceOnly bool) Plan {
+	plan := b.solve(pods, requests, away, held, wholeNode, priceOnly)
+	if priceOnly || b.in.WholePriceRankingOnly || !b.nodeCostsCount() {
+		return plan
+	}
+	if other := b.solve(pods, requests, away, held, instanceOnly, false); other.better(plan) {
+		other.RankedByInstancePrices = true
+		return other
+	}
+	return plan
+}
+
+// solve plans one round guided by the price given, and undoes it.
+func (b *base) solve(pods []*corev1.Pod, requests []corev1.ResourceList, away, held map[string]bool, by guide, priceOnly bool) Plan {
+	b.guide = by
+	s := b.newRound(pods, requests, away, held)
+	s.priceOnly = priceOnly
 	s.placeOnExisting()
 	s.launch()
-	return s.plan()
+	plan := s.plan()
+	s.undo(away)
+	return plan
+}
+
+// nodeCostsCount reports whether some offering's node costs more than its instance.
+func (b *base) nodeCostsCount() bool {
+	for _, p := range b.pools {
+		for _, o := range p.offers {
+			if o.price != o.instance {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 type solver struct {
@@ -524,9 +571,10 @@ func (s *solver) openIn(g *group, pools []*pool) *node {
 				continue
 			}
 			s.rollback(n)
-			score := o.price / max(v, 1e-12)
+			price := p.guidePrice(o)
+			score := price / max(v, 1e-12)
 			// On a tie, the node holding more wins: fewer nodes for the same price.
-			if score < bestScore*(1-1e-9) || (score <= bestScore*(1+1e-9) && (v > bestValue || (v == bestValue && o.price < best.price))) {
+			if score < bestScore*(1-1e-9) || (score <= bestScore*(1+1e-9) && (v > bestValue || (v == bestValue && price < p.guidePrice(best)))) {
 				best, bestScore, bestValue = o, score, v
 			}
 		}

@@ -126,6 +126,8 @@ func (p *Provisioner) placeEarly(ctx context.Context, subs []Submission, unbound
 	if err != nil {
 		return nil, err
 	}
+	// Only the placements on existing nodes count here.
+	input.WholePriceRankingOnly = true
 	plan := packing.Solve(input)
 	onNode := map[types.UID]string{}
 	needCapacity := map[types.UID]bool{}

@@ -28,6 +28,10 @@ type Output struct {
 	Nodes int `json:"nodes"`
 	// SolveSeconds is how long planning took, reading and writing left out.
 	SolveSeconds float64 `json:"solveSeconds"`
+	// RankedBy is the price the plan ranked offerings by: "wholeNodePrices", or
+	// "instancePrices" when that plan came out cheaper by whole node prices (see
+	// packing.Solve), or when --price-instances-only asked for it.
+	RankedBy string `json:"rankedBy"`
 }
 
 // NodeClaim is a NodeClaim the plan launches.
@@ -72,6 +76,10 @@ func Render(plan packing.Plan, solveSeconds float64) Output {
 		TotalPricePerHour: math.Round(plan.PricePerHour()*1e4) / 1e4,
 		Nodes:             len(plan.NewNodeClaims),
 		SolveSeconds:      math.Round(solveSeconds*1e6) / 1e6,
+		RankedBy:          "wholeNodePrices",
+	}
+	if plan.RankedByInstancePrices {
+		out.RankedBy = "instancePrices"
 	}
 	for _, nc := range plan.NewNodeClaims {
 		c := nc.Cheapest

@@ -56,8 +56,9 @@ func TestRenderGolden(t *testing.T) {
 						MinValuesRelaxed: true,
 					},
 				},
-				Existing:      []packing.Placement{{Node: node, Pods: []*corev1.Pod{pod("default", "a"), pod("kube-system", "b")}}},
-				Unschedulable: []packing.Unschedulable{{Pod: pod("default", "big"), Reason: "no instance type has 512 cpu"}},
+				Existing:               []packing.Placement{{Node: node, Pods: []*corev1.Pod{pod("default", "a"), pod("kube-system", "b")}}},
+				Unschedulable:          []packing.Unschedulable{{Pod: pod("default", "big"), Reason: "no instance type has 512 cpu"}},
+				RankedByInstancePrices: true,
 			},
 			golden: "render.golden.json",
 		},
@@ -94,7 +95,7 @@ func TestWriteCompact(t *testing.T) {
 	if err := Render(packing.Plan{}, 1.5).Write(&got, false); err != nil {
 		t.Fatal(err)
 	}
-	want := `{"nodeClaims":[],"unschedulable":[],"totalPricePerHour":0,"nodes":0,"solveSeconds":1.5}` + "\n"
+	want := `{"nodeClaims":[],"unschedulable":[],"totalPricePerHour":0,"nodes":0,"solveSeconds":1.5,"rankedBy":"wholeNodePrices"}` + "\n"
 	if diff := cmp.Diff(want, got.String()); diff != "" {
 		t.Errorf("Write() (-want +got):\n%s", diff)
 	}

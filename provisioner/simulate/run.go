@@ -29,7 +29,7 @@ monitoring, at the list prices embedded in the binary:
                   "priceParts":{"instance","volumes","publicIPv4","monitoring","daemonSets"},
                   "instanceTypes":[...],"minValuesRelaxed","pods":[...]}],
    "existing":[{"node","pods":[...]}], "unschedulable":[{"pod","reason"}],
-   "totalPricePerHour", "nodes", "solveSeconds"}
+   "totalPricePerHour", "nodes", "solveSeconds", "rankedBy"}
 
 Flags:
 `
@@ -106,6 +106,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	elapsed := time.Since(start).Seconds()
 	if *instancePricesOnly {
 		priceWholeNodes(plan, in)
+		plan.RankedByInstancePrices = true
 	}
 
 	return Render(plan, elapsed).Write(stdout, *pretty)

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -157,9 +159,9 @@ func TestRunPlansTheManifests(t *testing.T) {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
-		want := []string{"nodeClaims", "nodes", "solveSeconds", "totalPricePerHour", "unschedulable"}
+		want := []string{"nodeClaims", "nodes", "rankedBy", "solveSeconds", "totalPricePerHour", "unschedulable"}
 		if len(out.Existing) > 0 {
-			want = []string{"existing", "nodeClaims", "nodes", "solveSeconds", "totalPricePerHour", "unschedulable"}
+			want = []string{"existing", "nodeClaims", "nodes", "rankedBy", "solveSeconds", "totalPricePerHour", "unschedulable"}
 		}
 		if diff := cmp.Diff(want, keys); diff != "" {
 			t.Errorf("keys (-want +got):\n%s", diff)
@@ -217,22 +219,7 @@ func TestRunHelp(t *testing.T) {
 // TestRunGeneratedWorkload plans a benchmark workload of the shared workload generator with
 // the embedded catalog.
 func TestRunGeneratedWorkload(t *testing.T) {
-	generator := filepath.Join("..", "..", "..", "shared", "workloads", "generate.py")
-	if _, err := os.Stat(generator); err != nil {
-		t.Skipf("the workload generator is not beside the checkout (../shared/workloads/generate.py): %v", err)
-	}
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 is not installed; it runs the workload generator")
-	}
-	workload, err := exec.Command(python, generator, "diverse", "200").Output()
-	if err != nil {
-		t.Fatalf("generating the workload: %v", err)
-	}
-	path := filepath.Join(t.TempDir(), "diverse-200.json")
-	if err := os.WriteFile(path, workload, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path, workload := generated(t, "diverse", 200)
 	cat, err := catalog.Embedded()
 	if err != nil {
 		t.Fatal(err)
@@ -318,6 +305,57 @@ func TestRunPricesWholeNodes(t *testing.T) {
 					t.Errorf("NodeClaim %s: DaemonSets' share %v, %v without options; want more: %t", nc.InstanceType, now, was, tt.moreDaemonSets)
 				}
 			}
+		})
+	}
+}
+
+// generated writes a workload of the shared workload generator to a file, and returns its
+// path and content.
+func generated(t *testing.T, shape string, pods int) (string, []byte) {
+	t.Helper()
+	generator := filepath.Join("..", "..", "..", "shared", "workloads", "generate.py")
+	if _, err := os.Stat(generator); err != nil {
+		t.Skipf("the workload generator is not beside the checkout (../shared/workloads/generate.py): %v", err)
+	}
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 is not installed; it runs the workload generator")
+	}
+	workload, err := exec.Command(python, generator, shape, strconv.Itoa(pods)).Output()
+	if err != nil {
+		t.Fatalf("generating the workload: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), fmt.Sprintf("%s-%d.json", shape, pods))
+	if err := os.WriteFile(path, workload, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, workload
+}
+
+// TestRunWholeNodePlansCostNoMoreThanInstancePlans plans the shared workloads with the EKS
+// DaemonSets in subnets that give each node a public address, once by whole node prices and
+// once by instance prices as Karpenter ranks offerings, and prices both plans whole: the
+// first must place every pod the second places and cost no more.
+func TestRunWholeNodePlansCostNoMoreThanInstancePlans(t *testing.T) {
+	for _, w := range []struct {
+		shape string
+		pods  int
+	}{{"diverse", 1000}, {"webmix", 1000}, {"tiny", 3000}} {
+		t.Run(fmt.Sprintf("%s %d", w.shape, w.pods), func(t *testing.T) {
+			path, _ := generated(t, w.shape, w.pods)
+			flags := []string{"-f", path, "--eks-daemonsets", "--public-subnets"}
+			whole, _ := run(t, flags...)
+			instance, _ := run(t, append(flags, "--price-instances-only")...)
+			if len(whole.Unschedulable) > len(instance.Unschedulable) {
+				t.Errorf("planned by whole node prices, %d pods unschedulable; by instance prices, %d", len(whole.Unschedulable), len(instance.Unschedulable))
+			}
+			if whole.TotalPricePerHour > instance.TotalPricePerHour {
+				t.Errorf("planned by whole node prices: $%.4f/h on %d nodes; by instance prices: $%.4f/h on %d nodes, less", whole.TotalPricePerHour, whole.Nodes, instance.TotalPricePerHour, instance.Nodes)
+			}
+			if instance.RankedBy != "instancePrices" {
+				t.Errorf("--price-instances-only: rankedBy %q, want instancePrices", instance.RankedBy)
+			}
+			t.Logf("whole node prices: $%.4f/h, %d nodes, ranked by %s; instance prices: $%.4f/h, %d nodes", whole.TotalPricePerHour, whole.Nodes, whole.RankedBy, instance.TotalPricePerHour, instance.Nodes)
 		})
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	karpv1alpha1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1alpha1"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
 	"github.com/tailor-autoscaler/tailor/provisioner/overlay"
 )
@@ -82,6 +83,10 @@ type NodeClaim struct {
 	Initialized string
 	// PlannedPods counts every pod planned onto the NodeClaim, this one included.
 	PlannedPods int
+	// Price is what its node costs per hour, by part: as launched once it is (PriceLaunched),
+	// as planned until then; nil when it has no price.
+	Price         *cloudprovider.PriceParts
+	PriceLaunched bool
 	// MinValuesRelaxed says its NodePool's minValues were lowered to the values the
 	// instance types that can take its pods have (minValuesPolicy BestEffort).
 	MinValuesRelaxed bool
@@ -196,7 +201,7 @@ func nodeClaim(nc *karpv1.NodeClaim, planned int) *NodeClaim {
 		}
 		return ""
 	}
-	return &NodeClaim{
+	out := &NodeClaim{
 		Name:         nc.Name,
 		NodePool:     nc.Labels[karpv1.NodePoolLabelKey],
 		InstanceType: nc.Labels[corev1.LabelInstanceTypeStable],
@@ -211,6 +216,10 @@ func nodeClaim(nc *karpv1.NodeClaim, planned int) *NodeClaim {
 
 		MinValuesRelaxed: nc.Annotations[karpv1.NodeClaimMinValuesRelaxedAnnotationKey] == "true",
 	}
+	if parts, ok := cloudprovider.NodeClaimPrice(nc); ok {
+		out.Price, out.PriceLaunched = &parts, nc.Status.Price != nil
+	}
+	return out
 }
 
 // lastSeen is when an event last happened, whichever API (core/v1 or events.k8s.io/v1,

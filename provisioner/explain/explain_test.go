@@ -19,6 +19,7 @@ import (
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	karpv1alpha1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1alpha1"
 	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
 )
@@ -69,8 +70,11 @@ func TestExplainPlannedPod(t *testing.T) {
 	}
 	nc := &karpv1.NodeClaim{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        "general-x7k2p",
-			Annotations: map[string]string{nomination.PlannedPodsAnnotationKey: planned, karpv1.NodeClaimMinValuesRelaxedAnnotationKey: "true"},
+			Name: "general-x7k2p",
+			Annotations: map[string]string{
+				nomination.PlannedPodsAnnotationKey: planned, karpv1.NodeClaimMinValuesRelaxedAnnotationKey: "true",
+				cloudprovider.PlannedPriceAnnotationKey: `{"instance":0.03,"volumes":0.002192,"publicIPv4":0.005,"monitoring":0,"daemonSets":0.003}`,
+			},
 			Labels: map[string]string{
 				karpv1.NodePoolLabelKey:        "general",
 				corev1.LabelInstanceTypeStable: "m5.large",
@@ -89,6 +93,7 @@ func TestExplainPlannedPod(t *testing.T) {
 	}
 	nc.Status.NodeName = "ip-10-0-1-5.ec2.internal"
 	nc.Status.ProviderID = "aws:///us-east-1a/i-0123456789abcdef0"
+	nc.Status.Price = &karpv1.Price{PerHour: "0.042792", Instance: "0.0324", Volumes: "0.002192", PublicIPv4: "0.005", DaemonSets: "0.0032"}
 	nc.Status.Conditions = []metav1.Condition{
 		{Type: karpv1.ConditionTypeLaunched, Status: metav1.ConditionTrue, Reason: "Launched", LastTransitionTime: metav1.Now()},
 		{Type: karpv1.ConditionTypeRegistered, Status: metav1.ConditionFalse, Reason: "NodeNotFound", LastTransitionTime: metav1.Now()},
@@ -142,7 +147,9 @@ func TestExplainPlannedPod(t *testing.T) {
 			Name: "general-x7k2p", NodePool: "general", InstanceType: "m5.large", Zone: "us-east-1a", CapacityType: "spot",
 			NodeName: "ip-10-0-1-5.ec2.internal", ProviderID: "aws:///us-east-1a/i-0123456789abcdef0",
 			Launched: "True", Registered: "False", PlannedPods: 2, MinValuesRelaxed: true,
-			Overlays: []string{"m5-licence", "spot-discount"},
+			Price:         &cloudprovider.PriceParts{Instance: 0.0324, Volumes: 0.002192, PublicIPv4: 0.005, DaemonSets: 0.0032},
+			PriceLaunched: true,
+			Overlays:      []string{"m5-licence", "spot-discount"},
 		},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

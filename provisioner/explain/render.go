@@ -76,6 +76,14 @@ func Render(w io.Writer, ex *Explanation) error {
 		fmt.Fprintf(&b, "  launched: %s  registered: %s  initialized: %s\n", orNone(nc.Launched), orNone(nc.Registered), orNone(nc.Initialized))
 		fmt.Fprintf(&b, "  instance type: %s  zone: %s  capacity type: %s\n", orNone(nc.InstanceType), orNone(nc.Zone), orNone(nc.CapacityType))
 		fmt.Fprintf(&b, "  node: %s  provider id: %s\n", orNone(nc.NodeName), orNone(nc.ProviderID))
+		if p := nc.Price; p != nil {
+			as := "as planned"
+			if nc.PriceLaunched {
+				as = "as launched"
+			}
+			fmt.Fprintf(&b, "  price: $%.4f/hour %s: instance $%.4f, volumes $%.4f, public IPv4 $%.4f, monitoring $%.4f, DaemonSets' share $%.4f\n",
+				p.Total(), as, p.Instance, p.Volumes, p.PublicIPv4, p.Monitoring, p.DaemonSets)
+		}
 		if len(nc.Overlays) > 0 {
 			fmt.Fprintf(&b, "  NodeOverlays selecting its offering, highest weight first: %s\n", strings.Join(nc.Overlays, ", "))
 		}

@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,7 +22,7 @@ var (
 		"A NodePool's limit per resource (cores, bytes, count); absent when unlimited.",
 		[]string{LabelNodePool, LabelResource}, nil)
 	nodePoolCostDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "nodepool", "cost_per_hour"),
-		"What a NodePool's NodeClaims cost per hour in USD as planned, by part: instance (less the DaemonSets' share), volumes, publicIPv4, monitoring, daemonSets. NodeClaims without the tailor.sh/planned-price annotation are left out.",
+		"What a NodePool's NodeClaims cost per hour in USD, by part: instance (less the DaemonSets' share), volumes, publicIPv4, monitoring, daemonSets. Each NodeClaim counts as launched (status.price), or as planned (the tailor.sh/planned-price annotation) until then; those with neither are left out.",
 		[]string{LabelNodePool, "part"}, nil)
 	// Karpenter's names of the same figures, for its dashboards and alerts.
 	karpenterNodePoolUsageDesc = prometheus.NewDesc("karpenter_nodepools_usage",
@@ -78,14 +77,8 @@ func (c *NodePoolCollector) Collect(ch chan<- prometheus.Metric) {
 	costs := map[string]cloudprovider.PriceParts{}
 	for i := range claims.Items {
 		pool := claims.Items[i].Labels[karpv1.NodePoolLabelKey]
-		if parts, ok := plannedPrice(&claims.Items[i]); ok {
-			total := costs[pool]
-			total.Instance += parts.Instance
-			total.Volumes += parts.Volumes
-			total.PublicIPv4 += parts.PublicIPv4
-			total.Monitoring += parts.Monitoring
-			total.DaemonSets += parts.DaemonSets
-			costs[pool] = total
+		if parts, ok := cloudprovider.NodeClaimPrice(&claims.Items[i]); ok {
+			costs[pool] = costs[pool].Plus(parts)
 		}
 		if usage[pool] == nil {
 			usage[pool] = corev1.ResourceList{}
@@ -114,17 +107,4 @@ func (c *NodePoolCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
-}
-
-// plannedPrice reads the price parts a NodeClaim was planned at; false without them.
-func plannedPrice(nc *karpv1.NodeClaim) (cloudprovider.PriceParts, bool) {
-	value, ok := nc.Annotations[cloudprovider.PlannedPriceAnnotationKey]
-	if !ok {
-		return cloudprovider.PriceParts{}, false
-	}
-	var parts cloudprovider.PriceParts
-	if err := json.Unmarshal([]byte(value), &parts); err != nil {
-		return cloudprovider.PriceParts{}, false
-	}
-	return parts, true
 }

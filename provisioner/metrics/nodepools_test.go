@@ -13,7 +13,9 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 )
 
-func TestNodePoolCostPerHourSumsThePlannedPrices(t *testing.T) {
+// TestNodePoolCostPerHourSumsTheNodeClaimsPrices sums each NodeClaim's price as launched
+// (status.price) or, until it is, as planned.
+func TestNodePoolCostPerHourSumsTheNodeClaimsPrices(t *testing.T) {
 	claim := func(name, price string) *karpv1.NodeClaim {
 		nc := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{karpv1.NodePoolLabelKey: "general"}}}
 		if price != "" {
@@ -30,16 +32,22 @@ func TestNodePoolCostPerHourSumsThePlannedPrices(t *testing.T) {
 		claim("a", `{"instance":0.0375,"volumes":0.0022,"publicIPv4":0.005,"monitoring":0,"daemonSets":0.0025}`),
 		claim("b", `{"instance":0.0875,"volumes":0.0022,"publicIPv4":0,"monitoring":0.0029,"daemonSets":0.0025}`),
 		claim("unannotated", ""),
+		func() *karpv1.NodeClaim {
+			// Planned dearer, launched as another type: its status counts.
+			nc := claim("launched", `{"instance":0.5,"volumes":0.0022,"publicIPv4":0,"monitoring":0,"daemonSets":0.1}`)
+			nc.Status.Price = &karpv1.Price{PerHour: "0.1472", Instance: "0.125", Volumes: "0.0022", DaemonSets: "0.02"}
+			return nc
+		}(),
 		claim("garbled", "{"),
 	).Build()
 	want := `
-# HELP tailor_nodepool_cost_per_hour What a NodePool's NodeClaims cost per hour in USD as planned, by part: instance (less the DaemonSets' share), volumes, publicIPv4, monitoring, daemonSets. NodeClaims without the tailor.sh/planned-price annotation are left out.
+# HELP tailor_nodepool_cost_per_hour What a NodePool's NodeClaims cost per hour in USD, by part: instance (less the DaemonSets' share), volumes, publicIPv4, monitoring, daemonSets. Each NodeClaim counts as launched (status.price), or as planned (the tailor.sh/planned-price annotation) until then; those with neither are left out.
 # TYPE tailor_nodepool_cost_per_hour gauge
-tailor_nodepool_cost_per_hour{nodepool="general",part="daemonSets"} 0.005
-tailor_nodepool_cost_per_hour{nodepool="general",part="instance"} 0.125
+tailor_nodepool_cost_per_hour{nodepool="general",part="daemonSets"} 0.025
+tailor_nodepool_cost_per_hour{nodepool="general",part="instance"} 0.25
 tailor_nodepool_cost_per_hour{nodepool="general",part="monitoring"} 0.0029
 tailor_nodepool_cost_per_hour{nodepool="general",part="publicIPv4"} 0.005
-tailor_nodepool_cost_per_hour{nodepool="general",part="volumes"} 0.0044
+tailor_nodepool_cost_per_hour{nodepool="general",part="volumes"} 0.0066
 `
 	if err := testutil.CollectAndCompare(NewNodePoolCollector(kube), strings.NewReader(want), "tailor_nodepool_cost_per_hour"); err != nil {
 		t.Error(err)

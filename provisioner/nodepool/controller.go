@@ -27,6 +27,7 @@ import (
 
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 )
 
@@ -95,6 +96,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	before := np.DeepCopy()
 	np.Status.Resources = Resources(claims.Items)
 	np.Status.Nodes = ptr.To(int64(len(claims.Items)))
+	np.Status.Price = Price(claims.Items)
 	np.Status.NodeClassObservedGeneration = classGeneration
 	validation := validate(np)
 	setCondition(np, karpv1.ConditionTypeNodeClassReady, classReady)
@@ -126,6 +128,22 @@ func Resources(claims []karpv1.NodeClaim) corev1.ResourceList {
 		}
 	}
 	return total
+}
+
+// Price is the status.price of a NodePool with these NodeClaims: the sum of what each costs
+// (cloudprovider.NodeClaimPrice); nil when none has a price.
+func Price(claims []karpv1.NodeClaim) *karpv1.Price {
+	var total cloudprovider.PriceParts
+	priced := false
+	for i := range claims {
+		if parts, ok := cloudprovider.NodeClaimPrice(&claims[i]); ok {
+			total, priced = total.Plus(parts), true
+		}
+	}
+	if !priced {
+		return nil
+	}
+	return total.APIPrice()
 }
 
 // condition is a condition's outcome before it is stamped onto a NodePool.

@@ -3,6 +3,7 @@ package nodepool
 import (
 	"context"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
 )
 
@@ -100,6 +102,47 @@ func TestStatusSumsTheResourcesOfItsNodeClaims(t *testing.T) {
 	}
 	if after := get(t, "sums"); after.ResourceVersion != before.ResourceVersion {
 		t.Errorf("a reconcile without change wrote the NodePool (resourceVersion %s -> %s)", before.ResourceVersion, after.ResourceVersion)
+	}
+}
+
+// TestStatusSumsThePricesOfItsNodeClaims sums each NodeClaim's price into status.price:
+// as planned until it launches, then as launched.
+func TestStatusSumsThePricesOfItsNodeClaims(t *testing.T) {
+	startController(t)
+	readyClass(t, "prices")
+	create(t, nodePool("prices", "prices"))
+	planned := func(price string) *karpv1.NodeClaim {
+		nc := nodeClaim("prices", nil)
+		nc.Annotations = map[string]string{cloudprovider.PlannedPriceAnnotationKey: price}
+		return nc
+	}
+	create(t, planned(`{"instance":0.09,"volumes":0.002192,"publicIPv4":0.005,"monitoring":0,"daemonSets":0.01}`))
+	launching := create(t, planned(`{"instance":0.0384,"volumes":0.002192,"publicIPv4":0.005,"monitoring":0,"daemonSets":0.0016}`))
+	create(t, nodeClaim("prices", nil)) // no price: left out
+
+	priceOf := func() *karpv1.Price { return get(t, "prices").Status.Price }
+	want := &karpv1.Price{PerHour: "0.154384", Instance: "0.1284", Volumes: "0.004384", PublicIPv4: "0.01", DaemonSets: "0.0116"}
+	eventually(t, func() bool { return cmp.Equal(want, priceOf()) })
+	if diff := cmp.Diff(want, priceOf()); diff != "" {
+		t.Fatalf("planned: status.price (-want +got):\n%s", diff)
+	}
+
+	// Launched as a dearer type: its price as launched counts.
+	launching.Status.Price = &karpv1.Price{PerHour: "0.087192", Instance: "0.076", Volumes: "0.002192", PublicIPv4: "0.005", DaemonSets: "0.004"}
+	if err := kube.Status().Update(context.Background(), launching); err != nil {
+		t.Fatal(err)
+	}
+	want = &karpv1.Price{PerHour: "0.194384", Instance: "0.166", Volumes: "0.004384", PublicIPv4: "0.01", DaemonSets: "0.014"}
+	eventually(t, func() bool { return cmp.Equal(want, priceOf()) })
+	if diff := cmp.Diff(want, priceOf()); diff != "" {
+		t.Fatalf("launched: status.price (-want +got):\n%s", diff)
+	}
+
+	// The API server refuses a price that is not a decimal number, naming the field.
+	launching.Status.Price = &karpv1.Price{PerHour: "$0.08"}
+	err := kube.Status().Update(context.Background(), launching)
+	if err == nil || !strings.Contains(err.Error(), "status.price.perHour") {
+		t.Errorf("status.price.perHour $0.08: %v, want a refusal naming the field", err)
 	}
 }
 

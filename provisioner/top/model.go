@@ -14,6 +14,7 @@ import (
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1alpha1"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/catalog"
 	"github.com/tailor-autoscaler/tailor/provisioner/overlay"
 )
@@ -84,6 +85,8 @@ type Node struct {
 	InstanceType string
 	Zone         string
 	CapacityType string
+	// PricePerHour is the node's offering's price, with NodeOverlays, plus its NodeClaim's
+	// volumes, public IPv4 and monitoring.
 	PricePerHour float64
 	PriceKnown   bool
 	Resources    Resources
@@ -126,8 +129,15 @@ func (t *Totals) add(n Node) {
 }
 
 // Build computes the model from the cluster's nodes and pods, each node priced at its
-// offering's price with the NodeOverlays applied.
-func Build(nodes []*corev1.Node, pods []*corev1.Pod, prices Prices, overlays []v1alpha1.NodeOverlay) Model {
+// offering's price with the NodeOverlays applied, plus what the node of a NodeClaim pays
+// besides its instance (volumes, public IPv4, monitoring: cloudprovider.NodeClaimPrice).
+func Build(nodes []*corev1.Node, pods []*corev1.Pod, prices Prices, overlays []v1alpha1.NodeOverlay, claims []karpv1.NodeClaim) Model {
+	nodeCosts := map[string]float64{}
+	for i := range claims {
+		if parts, ok := cloudprovider.NodeClaimPrice(&claims[i]); ok && claims[i].Status.NodeName != "" {
+			nodeCosts[claims[i].Status.NodeName] = parts.Volumes + parts.PublicIPv4 + parts.Monitoring
+		}
+	}
 	var m Model
 	used := map[string]*Resources{}
 	for _, pod := range pods {
@@ -152,6 +162,9 @@ func Build(nodes []*corev1.Node, pods []*corev1.Pod, prices Prices, overlays []v
 	rules := overlay.Compile(overlays)
 	for _, n := range nodes {
 		row := node(n, prices, rules)
+		if row.PriceKnown {
+			row.PricePerHour += nodeCosts[n.Name]
+		}
 		if r := used[n.Name]; r != nil {
 			row.Resources.CPURequested, row.Resources.MemoryRequested, row.Resources.Pods = r.CPURequested, r.MemoryRequested, r.Pods
 		}

@@ -124,7 +124,7 @@ func TestBuild(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Build(tt.nodes, tt.pods, testPrices, nil)
+			got := Build(tt.nodes, tt.pods, testPrices, nil, nil)
 			if diff := cmp.Diff(tt.want, got, cmp.Comparer(func(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 })); diff != "" {
 				t.Errorf("Build (-want +got):\n%s", diff)
 			}
@@ -175,7 +175,7 @@ func TestRender(t *testing.T) {
 		testPod("dns", "system-a", "100m", "70Mi", corev1.PodRunning),
 		testPod("pending", "", "8", "1Gi", corev1.PodPending),
 	}
-	m := Build(nodes, pods, testPrices, nil)
+	m := Build(nodes, pods, testPrices, nil, nil)
 	for _, width := range []int{160, 100} {
 		t.Run("width "+itoa(width), func(t *testing.T) {
 			golden(t, "render-"+itoa(width)+".golden", Render(m, width))

@@ -8,7 +8,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1alpha1"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 )
 
 func TestBuildPricesNodesWithOverlays(t *testing.T) {
@@ -33,7 +35,7 @@ func TestBuildPricesNodesWithOverlays(t *testing.T) {
 			Price:        ptr.To("0.1"),
 		}},
 	}
-	m := Build(nodes, nil, testPrices, overlays)
+	m := Build(nodes, nil, testPrices, overlays, nil)
 	got := map[string]float64{}
 	for _, p := range m.NodePools {
 		for _, n := range p.Nodes {
@@ -41,6 +43,40 @@ func TestBuildPricesNodesWithOverlays(t *testing.T) {
 		}
 	}
 	want := map[string]float64{"a": 0.06, "b": 0.05, "c": 0.1}
+	if diff := cmp.Diff(want, got, cmp.Comparer(func(x, y float64) bool { return x-y < 1e-9 && y-x < 1e-9 })); diff != "" {
+		t.Errorf("node prices (-want +got):\n%s", diff)
+	}
+}
+
+// TestBuildAddsWhatNodeClaimsPayBesidesTheirInstance adds, to the price of each NodeClaim's
+// node, its volumes, public IPv4 and monitoring: as launched, or as planned until then.
+func TestBuildAddsWhatNodeClaimsPayBesidesTheirInstance(t *testing.T) {
+	nodes := []*corev1.Node{
+		testNode("a", "general", "m5.large", "us-east-1a", "spot", "2", "8Gi", true),
+		testNode("b", "general", "m5.large", "us-east-1a", "spot", "2", "8Gi", true),
+		testNode("c", "general", "c5.xlarge", "us-east-1b", "on-demand", "4", "8Gi", true),
+	}
+	claim := func(node, planned string, launched *karpv1.Price) karpv1.NodeClaim {
+		nc := karpv1.NodeClaim{Status: karpv1.NodeClaimStatus{NodeName: node, Price: launched}}
+		if planned != "" {
+			nc.Annotations = map[string]string{cloudprovider.PlannedPriceAnnotationKey: planned}
+		}
+		return nc
+	}
+	claims := []karpv1.NodeClaim{
+		claim("a", "", &karpv1.Price{PerHour: "0.057192", Instance: "0.05", Volumes: "0.002192", PublicIPv4: "0.005"}),
+		claim("b", `{"instance":0.04,"volumes":0.002192,"publicIPv4":0,"monitoring":0.0029,"daemonSets":0.01}`, nil),
+		claim("", `{"instance":0.04,"volumes":1,"publicIPv4":0,"monitoring":0,"daemonSets":0}`, nil), // not launched: no node
+	}
+	m := Build(nodes, nil, testPrices, nil, claims)
+	got := map[string]float64{}
+	for _, p := range m.NodePools {
+		for _, n := range p.Nodes {
+			got[n.Name] = n.PricePerHour
+		}
+	}
+	// The instance prices are the catalog's (m5.large spot 0.05, c5.xlarge 0.17); c has no NodeClaim.
+	want := map[string]float64{"a": 0.057192, "b": 0.055092, "c": 0.17}
 	if diff := cmp.Diff(want, got, cmp.Comparer(func(x, y float64) bool { return x-y < 1e-9 && y-x < 1e-9 })); diff != "" {
 		t.Errorf("node prices (-want +got):\n%s", diff)
 	}

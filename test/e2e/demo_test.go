@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"context"
+	"math"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/test/localstack"
 	"github.com/tailor-autoscaler/tailor/test/scenario"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
@@ -51,6 +53,22 @@ func TestDemoPodsLandWhereTheyWereNominated(t *testing.T) {
 	}
 	if result.PricePerHour <= 0 {
 		t.Errorf("total price %v, want positive", result.PricePerHour)
+	}
+	// Each node's status.price is its instance as EC2 bills it, the DaemonSets' share
+	// included, plus the AL2023 root volume (20Gi of gp3) and any public address.
+	for _, n := range result.Nodes {
+		p := n.Price
+		if p == nil {
+			t.Errorf("NodeClaim %s has no status.price", n.NodeClaim)
+			continue
+		}
+		parts, err := cloudprovider.PartsOf(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(parts.Instance+parts.DaemonSets-n.PricePerHour) > 1e-6 || p.Volumes != "0.002192" || math.Abs(parts.Total()-n.NodePricePerHour) > 1e-6 {
+			t.Errorf("NodeClaim %s: status.price %+v; want its instance's $%.6f/hour, 20Gi of gp3 ($0.002192) and parts summing to perHour", n.NodeClaim, *p, n.PricePerHour)
+		}
 	}
 	checkMetrics(t, e.stack.ProvisionerMetricsURL, len(result.Nodes), result.Total)
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -52,7 +53,13 @@ type NodeRecord struct {
 	InstanceType string
 	Zone         string
 	CapacityType string
+	// PricePerHour is the instance's price, as the EC2 endpoint bills it.
 	PricePerHour float64
+	// Price is what the node costs per hour as the NodeClaim's status.price records it:
+	// the instance and what the node pays besides (volumes, public IPv4, monitoring).
+	Price *karpv1.Price
+	// NodePricePerHour is Price's total, 0 without it.
+	NodePricePerHour float64
 	// PlannedPods are the pods the NodeClaim was planned for.
 	PlannedPods []string
 	Pods        []string
@@ -65,8 +72,9 @@ type DemoResult struct {
 	// Running counts pods Running on nodes Tailor launched.
 	Running int
 	Total   int
-	// PricePerHour is the total hourly price of the launched nodes.
-	PricePerHour float64
+	// PricePerHour is the total hourly price of the launched nodes' instances, and
+	// NodePricePerHour of the nodes, what they pay besides their instances included.
+	PricePerHour, NodePricePerHour float64
 }
 
 // Demo applies the example NodePool and a Deployment of 10 pods, waits until they all run,
@@ -218,11 +226,17 @@ func collect(ctx context.Context, kube client.Client, awsEndpoint string, pods [
 		if id, err := aws.InstanceIDOf(nc.Status.ProviderID); err == nil {
 			n.PricePerHour = prices[id]
 		}
+		if n.Price = nc.Status.Price; n.Price != nil {
+			if n.NodePricePerHour, err = strconv.ParseFloat(n.Price.PerHour, 64); err != nil {
+				return nil, fmt.Errorf("NodeClaim %s: status.price.perHour: %w", nc.Name, err)
+			}
+		}
 		for _, p := range planned {
 			n.PlannedPods = append(n.PlannedPods, p.Name)
 		}
 		result.Nodes = append(result.Nodes, n)
 		result.PricePerHour += n.PricePerHour
+		result.NodePricePerHour += n.NodePricePerHour
 	}
 	// Indexed once the slice is complete: pointers taken while appending would go stale.
 	byNode := map[string]*NodeRecord{}
@@ -278,13 +292,14 @@ func printResult(out io.Writer, r *DemoResult) {
 	}
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tINSTANCE TYPE\tZONE\tCAPACITY\t$/HOUR\tPODS\tPENDING→RUNNING (s)")
+	fmt.Fprintln(tw, "NODE\tINSTANCE TYPE\tZONE\tCAPACITY\tINSTANCE $/HOUR\tNODE $/HOUR\tPODS\tPENDING→RUNNING (s)")
 	for _, n := range r.Nodes {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.4f\t%d\t%s\n", n.Node, n.InstanceType, n.Zone, n.CapacityType, n.PricePerHour, len(n.Pods), span(waits[n.Node]))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.4f\t%.4f\t%d\t%s\n", n.Node, n.InstanceType, n.Zone, n.CapacityType, n.PricePerHour, n.NodePricePerHour, len(n.Pods), span(waits[n.Node]))
 	}
 	tw.Flush()
 	fmt.Fprintln(out)
-	fmt.Fprintf(out, "demo: %d/%d pods running on %d nodes, $%.4f/hour\n", r.Running, r.Total, len(r.Nodes), r.PricePerHour)
+	fmt.Fprintf(out, "demo: %d/%d pods running on %d nodes, $%.4f/hour, $%.4f of it instances\n",
+		r.Running, r.Total, len(r.Nodes), r.NodePricePerHour, r.PricePerHour)
 }
 
 // span renders the shortest and longest wait, in seconds.

@@ -73,6 +73,8 @@ func table(t *testing.T, path string) ([]column, []any) {
 // TestPrinterColumnsAreKarpenters reads a NodeClaim, a NodePool and an EC2NodeClass as
 // kubectl get (and get -o wide) does: the columns are Karpenter v1's, in its order, each
 // filled from the field Karpenter fills it from.
+// TestPrinterColumnsAreKarpenters checks the columns of kubectl get: Karpenter v1's, and
+// Tailor's wide Price of NodeClaims and NodePools last.
 func TestPrinterColumnsAreKarpenters(t *testing.T) {
 	ctx := context.Background()
 	kube, err := client.New(cfg, client.Options{Scheme: apischeme.New()})
@@ -112,6 +114,7 @@ func TestPrinterColumnsAreKarpenters(t *testing.T) {
 	np.Status.Nodes = &nodes
 	np.Status.Resources = corev1.ResourceList{"cpu": resource.MustParse("12"), "memory": resource.MustParse("48Gi"), "nodes": resource.MustParse("3")}
 	np.Status.Conditions = ready(karpv1.ConditionTypeReady)
+	np.Status.Price = &karpv1.Price{PerHour: "0.6123", Instance: "0.6"}
 	if err := kube.Status().Update(ctx, np); err != nil {
 		t.Fatal(err)
 	}
@@ -133,6 +136,7 @@ spec:
 	nc.Status.ProviderID = "aws:///us-east-1b/i-0123456789abcdef0"
 	nc.Status.ImageID = "ami-0123456789abcdef0"
 	nc.Status.Conditions = ready(karpv1.ConditionTypeReady, karpv1.ConditionTypeDrifted)
+	nc.Status.Price = &karpv1.Price{PerHour: "0.2041", Instance: "0.2019", Volumes: "0.0022"}
 	if err := kube.Status().Update(ctx, nc); err != nil {
 		t.Fatal(err)
 	}
@@ -148,19 +152,19 @@ spec:
 			path: "/apis/karpenter.sh/v1/nodeclaims/columns-x7k2p",
 			wantColumns: []column{
 				{"Name", 0}, {"Type", 0}, {"Capacity", 0}, {"Zone", 0}, {"Node", 0}, {"Ready", 0}, {"Age", 0},
-				{"ImageID", 1}, {"ID", 1}, {"NodePool", 1}, {"NodeClass", 1}, {"Drifted", 1},
+				{"ImageID", 1}, {"ID", 1}, {"NodePool", 1}, {"NodeClass", 1}, {"Drifted", 1}, {"Price", 1},
 			},
 			wantCells: []any{
 				"columns-x7k2p", "m7i.xlarge", "spot", "us-east-1b", "ip-10-0-12-34.ec2.internal", "True", "<age>",
-				"ami-0123456789abcdef0", "aws:///us-east-1b/i-0123456789abcdef0", "columns", "default", "True",
+				"ami-0123456789abcdef0", "aws:///us-east-1b/i-0123456789abcdef0", "columns", "default", "True", "0.2041",
 			},
 		},
 		{
 			kind:        "NodePool",
 			path:        "/apis/karpenter.sh/v1/nodepools/columns",
-			wantColumns: []column{{"Name", 0}, {"NodeClass", 0}, {"Nodes", 0}, {"Ready", 0}, {"Age", 0}, {"Weight", 1}, {"CPU", 1}, {"Memory", 1}},
+			wantColumns: []column{{"Name", 0}, {"NodeClass", 0}, {"Nodes", 0}, {"Ready", 0}, {"Age", 0}, {"Weight", 1}, {"CPU", 1}, {"Memory", 1}, {"Price", 1}},
 			// JSON numbers decode as float64.
-			wantCells: []any{"columns", "default", "3", "True", "<age>", float64(10), "12", "48Gi"},
+			wantCells: []any{"columns", "default", "3", "True", "<age>", float64(10), "12", "48Gi", "0.6123"},
 		},
 		{
 			kind:        "EC2NodeClass",

@@ -337,6 +337,11 @@ func TestCreateFallsBackToOnDemandWhenSpotIsExhausted(t *testing.T) {
 	if got := launched.Labels[karpv1.CapacityTypeLabelKey]; got != karpv1.CapacityTypeOnDemand {
 		t.Errorf("capacity type %q, want on-demand after spot ran out", got)
 	}
+	// Priced as launched: m5.large on demand and the AL2023 root volume, 20Gi of gp3.
+	want := &karpv1.Price{PerHour: "0.098192", Instance: "0.096", Volumes: "0.002192"}
+	if diff := cmp.Diff(want, launched.Status.Price); diff != "" {
+		t.Errorf("status.price (-want +got):\n%s", diff)
+	}
 }
 
 func TestCreateReportsInsufficientCapacity(t *testing.T) {

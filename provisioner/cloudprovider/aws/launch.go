@@ -814,6 +814,7 @@ func (p *Provider) launched(ctx context.Context, fleet fleetLaunch, lc *launchCo
 		return nil, fmt.Errorf("describing launched instance %s: %w", instanceID, err)
 	}
 	nc := p.toNodeClaim(inst, lc.entries, lc.class)
+	nc.Status.Price = lc.price(nc)
 	if fleet.template != "" {
 		nc.Annotations[awsv1.LaunchTemplateAnnotationKey] = fleet.template
 	}
@@ -825,6 +826,7 @@ func (p *Provider) launched(ctx context.Context, fleet fleetLaunch, lc *launchCo
 // capacity type.
 func (p *Provider) adopted(nodeClaim *karpv1.NodeClaim, inst *ec2types.Instance, lc *launchContext) *karpv1.NodeClaim {
 	nc := p.toNodeClaim(inst, lc.entries, lc.class)
+	nc.Status.Price = lc.price(nc)
 	for _, it := range lc.types {
 		if it.Name != string(inst.InstanceType) {
 			continue
@@ -847,4 +849,22 @@ func nilIfEmpty(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+// price is what the NodeClaim's launched node costs per hour: its offering's instance price
+// and node costs, by its instance type, zone, capacity type and reservation labels; nil
+// when the launch context has no such offering.
+func (lc *launchContext) price(nc *karpv1.NodeClaim) *karpv1.Price {
+	for _, it := range lc.types {
+		if it.Name != nc.Labels[corev1.LabelInstanceTypeStable] {
+			continue
+		}
+		for _, o := range it.Offerings {
+			if o.Zone == nc.Labels[corev1.LabelTopologyZone] && o.CapacityType == nc.Labels[karpv1.CapacityTypeLabelKey] &&
+				o.ReservationID == nc.Labels[karpv1.CapacityReservationIDLabelKey] {
+				return cloudprovider.NewPriceParts(o.Price, o.NodeCosts, 0).APIPrice()
+			}
+		}
+	}
+	return nil
 }

@@ -365,6 +365,9 @@ func TestCrashAfterCreateFleetAdoptsTheInstanceOnRestart(t *testing.T) {
 	if launched.Status.Capacity.Cpu().IsZero() || launched.Labels[karpv1.CapacityTypeLabelKey] != karpv1.CapacityTypeSpot {
 		t.Errorf("adopted NodeClaim %+v lacks capacity or offering labels", launched)
 	}
+	if p := launched.Status.Price; p == nil || p.Instance == "" || p.Volumes != "0.002192" {
+		t.Errorf("adopted NodeClaim's status.price %+v, want its spot instance and root volume", p)
+	}
 	if got := h.endpoint.RequestCounts()["CreateFleet"]; got != 1 {
 		t.Errorf("%d CreateFleet requests, want 1", got)
 	}

@@ -300,6 +300,7 @@ func (c *Controller) launch(ctx context.Context, nc *karpv1.NodeClaim) (reconcil
 	nc.Status.ImageID = launched.Status.ImageID
 	nc.Status.Capacity = launched.Status.Capacity
 	nc.Status.Allocatable = launched.Status.Allocatable
+	nc.Status.Price = launchedPrice(nc, launched)
 	nodeclaim.SetCondition(nc, karpv1.ConditionTypeLaunched, metav1.ConditionTrue, ReasonLaunched, "")
 	nodeclaim.SetCondition(nc, karpv1.ConditionTypeRegistered, metav1.ConditionUnknown, reasonNodeNotFound, messageNodeNotFound)
 	if err := c.kube.Status().Patch(ctx, nc, statusPatch); err != nil {
@@ -584,4 +585,20 @@ func notInitialized(nc *karpv1.NodeClaim, node *corev1.Node) (reason, message st
 		}
 	}
 	return "", ""
+}
+
+// launchedPrice is the launched node's price, the DaemonSets' share of its instance split
+// off as the NodeClaim's planned price split it.
+func launchedPrice(nc, launched *karpv1.NodeClaim) *karpv1.Price {
+	if launched.Status.Price == nil {
+		return nil
+	}
+	parts, err := cloudprovider.PartsOf(launched.Status.Price)
+	if err != nil {
+		return launched.Status.Price
+	}
+	if planned, ok := cloudprovider.PlannedPrice(nc); ok {
+		parts = parts.WithDaemonSetShare(planned)
+	}
+	return parts.APIPrice()
 }

@@ -85,6 +85,53 @@ func TestLaunchFinishesWhileTheSidecarShutsDown(t *testing.T) {
 	}
 }
 
+// pricedLauncher launches every NodeClaim as an instance of the given price.
+type pricedLauncher struct{ price *karpv1.Price }
+
+func (l pricedLauncher) Create(_ context.Context, nc *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
+	out := nc.DeepCopy()
+	out.Labels = map[string]string{corev1.LabelInstanceTypeStable: "m7i.xlarge"}
+	out.Status.ProviderID = "aws:///us-east-1a/i-0123456789abcdef3"
+	out.Status.NodeName = "ip-10-0-0-3.ec2.internal"
+	out.Status.Price = l.price
+	return out, nil
+}
+
+func (pricedLauncher) Adopt(context.Context, *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
+	return nil, nil
+}
+
+// TestALaunchRecordsWhatTheNodeCosts launches a NodeClaim planned as a type whose DaemonSet
+// pods took a tenth of the instance as a type twice as dear: its status.price is the launched
+// node's, the DaemonSets' share split off as planned.
+func TestALaunchRecordsWhatTheNodeCosts(t *testing.T) {
+	nc := &karpv1.NodeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "priced", Annotations: map[string]string{
+			cloudprovider.PlannedPriceAnnotationKey: `{"instance":0.09,"volumes":0.002192,"publicIPv4":0.005,"monitoring":0,"daemonSets":0.01}`,
+		}},
+		Spec: karpv1.NodeClaimSpec{
+			NodeClassRef: &karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"},
+			Requirements: []karpv1.NodeSelectorRequirementWithMinValues{{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}}},
+		},
+	}
+	if err := kube.Create(context.Background(), nc); err != nil {
+		t.Fatal(err)
+	}
+	l := pricedLauncher{price: &karpv1.Price{PerHour: "0.207192", Instance: "0.2", Volumes: "0.002192", PublicIPv4: "0.005"}}
+	c := NewController(kube, l, record.NewFakeRecorder(10), clocktesting.NewFakeClock(nc.CreationTimestamp.Time))
+	if _, err := c.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(nc)}); err != nil {
+		t.Fatal(err)
+	}
+	got := &karpv1.NodeClaim{}
+	if err := kube.Get(context.Background(), client.ObjectKeyFromObject(nc), got); err != nil {
+		t.Fatal(err)
+	}
+	want := &karpv1.Price{PerHour: "0.207192", Instance: "0.18", Volumes: "0.002192", PublicIPv4: "0.005", DaemonSets: "0.02"}
+	if diff := cmp.Diff(want, got.Status.Price); diff != "" {
+		t.Errorf("status.price (-want +got):\n%s", diff)
+	}
+}
+
 // countingLauncher launches every NodeClaim onto the same instance and counts the calls;
 // Adopt finds that instance once shown is set (a launch elsewhere finished).
 type countingLauncher struct {

@@ -22,6 +22,7 @@ import (
 // +kubebuilder:printcolumn:name="NodePool",type="string",JSONPath=".metadata.labels.karpenter\\.sh/nodepool",priority=1
 // +kubebuilder:printcolumn:name="NodeClass",type="string",JSONPath=".spec.nodeClassRef.name",priority=1
 // +kubebuilder:printcolumn:name="Drifted",type="string",JSONPath=".status.conditions[?(@.type==\"Drifted\")].status",priority=1
+// +kubebuilder:printcolumn:name="Price",type="string",JSONPath=".status.price.perHour",priority=1
 type NodeClaim struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -120,6 +121,10 @@ type NodeClaimStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Price is what the launched node costs per hour: its instance and what the node pays
+	// besides (Tailor's; Karpenter has no such field).
+	// +optional
+	Price *Price `json:"price,omitempty"`
 	// LastPodEventTime is the last time a pod was scheduled to or removed from the node.
 	// Tailor does not set it: its disruption controller follows each node's pods itself.
 	// +optional
@@ -133,4 +138,22 @@ type NodeClaimList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []NodeClaim `json:"items"`
+}
+
+// Price is what nodes cost per hour in USD, as decimal strings, split into parts that sum to
+// PerHour: the instance (less the DaemonSets' share), its EBS volumes, its public IPv4
+// address, detailed monitoring, and the share of the instance the DaemonSet pods take.
+type Price struct {
+	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
+	PerHour string `json:"perHour"`
+	// +optional
+	Instance string `json:"instance,omitempty"`
+	// +optional
+	Volumes string `json:"volumes,omitempty"`
+	// +optional
+	PublicIPv4 string `json:"publicIPv4,omitempty"`
+	// +optional
+	Monitoring string `json:"monitoring,omitempty"`
+	// +optional
+	DaemonSets string `json:"daemonSets,omitempty"`
 }

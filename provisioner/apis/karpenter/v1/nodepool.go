@@ -20,6 +20,7 @@ import (
 // +kubebuilder:printcolumn:name="Weight",type="integer",JSONPath=".spec.weight",priority=1
 // +kubebuilder:printcolumn:name="CPU",type="string",JSONPath=".status.resources.cpu",priority=1
 // +kubebuilder:printcolumn:name="Memory",type="string",JSONPath=".status.resources.memory",priority=1
+// +kubebuilder:printcolumn:name="Price",type="string",JSONPath=".status.price.perHour",priority=1
 type NodePool struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -228,6 +229,10 @@ type NodePoolStatus struct {
 	// +kubebuilder:default:=0
 	// +optional
 	Nodes *int64 `json:"nodes,omitempty"`
+	// Price is what the NodePool's NodeClaims cost per hour, summed: each as launched, or as
+	// planned until it is (Tailor's; Karpenter has no such field).
+	// +optional
+	Price *Price `json:"price,omitempty"`
 	// NodeClassObservedGeneration is the generation of the node class the NodeClassReady
 	// condition was last computed from.
 	// +optional

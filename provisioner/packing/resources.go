@@ -62,6 +62,15 @@ func quantityValue(name corev1.ResourceName, q resource.Quantity) int64 {
 	return q.Value()
 }
 
+// requestsOf is podRequests of each pod.
+func requestsOf(pods []*corev1.Pod) []corev1.ResourceList {
+	out := make([]corev1.ResourceList, len(pods))
+	for i, pod := range pods {
+		out[i] = podRequests(pod)
+	}
+	return out
+}
+
 // podRequests is what a pod takes from a node: its effective requests (init containers and
 // overhead included, as the scheduler computes them) and one pod slot.
 func podRequests(pod *corev1.Pod) corev1.ResourceList {

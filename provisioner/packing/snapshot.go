@@ -47,12 +47,8 @@ func (sn *Snapshot) solve(pods []*corev1.Pod, away, held map[string]bool, priceO
 		for name := range requests[i] {
 			if _, ok := sn.b.dims.index[name]; !ok {
 				// A resource no pod of the cluster requests: plan from scratch.
-				in := sn.input(pods, away, held)
-				all := make([]corev1.ResourceList, len(pods))
-				for i, pod := range pods {
-					all[i] = podRequests(pod)
-				}
-				return newBase(in, all, false).plan(pods, all, nil, nil, priceOnly)
+				all := requestsOf(pods)
+				return newBase(sn.input(pods, away, held), all, false).plan(pods, all, nil, nil, priceOnly)
 			}
 		}
 	}

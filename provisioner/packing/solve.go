@@ -30,10 +30,7 @@ import (
 // nodes opened last; neither ranking is better on every batch. The second run shares the
 // first's preparation (nodes, offerings, topology counts).
 func Solve(in Input) Plan {
-	requests := make([]corev1.ResourceList, len(in.Pods))
-	for i, pod := range in.Pods {
-		requests[i] = podRequests(pod)
-	}
+	requests := requestsOf(in.Pods)
 	return newBase(in, requests, false).plan(in.Pods, requests, nil, nil, false)
 }
 
@@ -189,10 +186,7 @@ const (
 )
 
 func newSolver(in Input) *solver {
-	requests := make([]corev1.ResourceList, len(in.Pods))
-	for i, pod := range in.Pods {
-		requests[i] = podRequests(pod)
-	}
+	requests := requestsOf(in.Pods)
 	return newBase(in, requests, false).newRound(in.Pods, requests, nil, nil)
 }
 

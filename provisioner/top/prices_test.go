@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -35,15 +36,9 @@ func TestBuildPricesNodesWithOverlays(t *testing.T) {
 			Price:        ptr.To("0.1"),
 		}},
 	}
-	m := Build(nodes, nil, testPrices, overlays, nil)
-	got := map[string]float64{}
-	for _, p := range m.NodePools {
-		for _, n := range p.Nodes {
-			got[n.Name] = n.PricePerHour
-		}
-	}
+	got := nodePrices(Build(nodes, nil, testPrices, overlays, nil))
 	want := map[string]float64{"a": 0.06, "b": 0.05, "c": 0.1}
-	if diff := cmp.Diff(want, got, cmp.Comparer(func(x, y float64) bool { return x-y < 1e-9 && y-x < 1e-9 })); diff != "" {
+	if diff := cmp.Diff(want, got, cmpopts.EquateApprox(0, 1e-9)); diff != "" {
 		t.Errorf("node prices (-want +got):\n%s", diff)
 	}
 }
@@ -68,16 +63,21 @@ func TestBuildAddsWhatNodeClaimsPayBesidesTheirInstance(t *testing.T) {
 		claim("b", `{"instance":0.04,"volumes":0.002192,"publicIPv4":0,"monitoring":0.0029,"daemonSets":0.01}`, nil),
 		claim("", `{"instance":0.04,"volumes":1,"publicIPv4":0,"monitoring":0,"daemonSets":0}`, nil), // not launched: no node
 	}
-	m := Build(nodes, nil, testPrices, nil, claims)
-	got := map[string]float64{}
-	for _, p := range m.NodePools {
-		for _, n := range p.Nodes {
-			got[n.Name] = n.PricePerHour
-		}
-	}
+	got := nodePrices(Build(nodes, nil, testPrices, nil, claims))
 	// The instance prices are the catalog's (m5.large spot 0.05, c5.xlarge 0.17); c has no NodeClaim.
 	want := map[string]float64{"a": 0.057192, "b": 0.055092, "c": 0.17}
-	if diff := cmp.Diff(want, got, cmp.Comparer(func(x, y float64) bool { return x-y < 1e-9 && y-x < 1e-9 })); diff != "" {
+	if diff := cmp.Diff(want, got, cmpopts.EquateApprox(0, 1e-9)); diff != "" {
 		t.Errorf("node prices (-want +got):\n%s", diff)
 	}
+}
+
+// nodePrices are the model's node prices by node name.
+func nodePrices(m Model) map[string]float64 {
+	out := map[string]float64{}
+	for _, p := range m.NodePools {
+		for _, n := range p.Nodes {
+			out[n.Name] = n.PricePerHour
+		}
+	}
+	return out
 }

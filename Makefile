@@ -29,7 +29,7 @@ bench: ## Benchmark the planner on the shared workloads (1k/5k/10k pods, full ca
 	@hack/bench.sh
 
 .PHONY: bench-consolidation
-bench-consolidation: ## Consolidation's growth curve in memory (about 500 to 5,000 nodes): first decision, later passes, cost vs a fresh plan; writes _output/bench/consolidation.json. NODES=, SHAPES=, DECISIONS= narrow it.
+bench-consolidation: ## Consolidation's growth curve in memory (about 500 to 5,000 nodes): first decision, later passes, cost vs a fresh plan; writes _output/bench/consolidation.json. NODES=, SHAPES=, DECISIONS= narrow it; DAEMONSETS=eks adds the EKS DaemonSets.
 	@hack/bench-consolidation.sh
 
 .PHONY: bench-nodecost

@@ -4,7 +4,8 @@
 # decision, which plans over every node, and of the passes after it, and the cost once
 # consolidation converges against a fresh plan of the pods left. Prints a table and writes
 # _output/bench/consolidation.json. NODES (a comma-separated list), SHAPES and DECISIONS (a
-# cap on the decisions per run) narrow it.
+# cap on the decisions per run) narrow it; DAEMONSETS=eks runs the EKS add-ons' DaemonSets on
+# every node.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 cd "$TAILOR_ROOT"

@@ -11,13 +11,19 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
+	simulation "github.com/tailor-autoscaler/tailor/provisioner/simulate"
 )
 
 // growthPoint is one row of the consolidation growth curve, as make bench-consolidation
 // writes it to _output/bench/consolidation.json.
 type growthPoint struct {
 	Workload string `json:"workload"`
+	// DaemonSets names the DaemonSets every node runs: "eks" for the EKS add-ons', empty
+	// for none.
+	DaemonSets string `json:"daemonSets,omitempty"`
 	// Nodes and Pods are the cluster's when consolidation starts: the scaled-down
 	// workload's pods on the nodes that still run some.
 	Nodes int `json:"nodes"`
@@ -41,12 +47,21 @@ type growthPoint struct {
 // over time), deletes two pods of every three, removes the nodes left empty, and
 // consolidates until no decision is left. NODES lists the sizes, as the nodes left once
 // the pods are deleted (default 500,1000,2500,5000; the workload's size is chosen to land
-// near them), SHAPES the workloads (default webmix,diverse), DECISIONS caps the decisions;
-// BENCH_JSON names the file the rows are written to.
+// near them), SHAPES the workloads (default webmix,diverse), DECISIONS caps the decisions,
+// DAEMONSETS=eks runs the EKS add-ons' DaemonSets on every node; BENCH_JSON names the file
+// the rows are written to.
 func BenchmarkConsolidationGrowth(b *testing.B) {
 	sizes := envInts(b, "NODES", []int{500, 1000, 2500, 5000})
 	shapes := strings.Split(envOr("SHAPES", "webmix,diverse"), ",")
 	limit := envInts(b, "DECISIONS", []int{5000})[0]
+	var daemonSets []*appsv1.DaemonSet
+	switch ds := os.Getenv("DAEMONSETS"); ds {
+	case "":
+	case "eks":
+		daemonSets = simulation.EKSDaemonSets()
+	default:
+		b.Fatalf("DAEMONSETS=%q: want eks (the EKS add-ons' DaemonSets on every node) or nothing", ds)
+	}
 	var rows []growthPoint
 	for _, shape := range shapes {
 		perNode, ok := podsPerNode[shape]
@@ -55,7 +70,7 @@ func BenchmarkConsolidationGrowth(b *testing.B) {
 		}
 		for _, nodes := range sizes {
 			b.Run(fmt.Sprintf("%s/%d", shape, nodes), func(b *testing.B) {
-				row := growth(b, shape, nodes*perNode, limit)
+				row := growth(b, shape, nodes*perNode, limit, daemonSets)
 				rows = append(rows, row)
 				b.ReportMetric(float64(row.Nodes), "nodes")
 				b.ReportMetric(row.FirstDecisionSeconds, "first-s")
@@ -86,14 +101,17 @@ func BenchmarkConsolidationGrowth(b *testing.B) {
 // deleted and the nodes left empty removed.
 var podsPerNode = map[string]int{"webmix": 8, "diverse": 4}
 
-func growth(b *testing.B, shape string, pods, limit int) growthPoint {
-	s, kept, _ := scaledDown(b, scaleDownCase{shape: shape, from: pods, batch: max(pods/100, 1), keep: func(i int) bool { return i%3 == 0 }})
+func growth(b *testing.B, shape string, pods, limit int, daemonSets []*appsv1.DaemonSet) growthPoint {
+	s, kept, _ := scaledDown(b, scaleDownCase{shape: shape, from: pods, batch: max(pods/100, 1), keep: func(i int) bool { return i%3 == 0 }, daemonSets: daemonSets})
 	for name, n := range s.nodes {
-		if len(n.node.Pods) == 0 {
+		if len(n.movable()) == 0 {
 			delete(s.nodes, name)
 		}
 	}
 	row := growthPoint{Workload: shape, Nodes: len(s.nodes), Pods: len(kept)}
+	if len(daemonSets) > 0 {
+		row.DaemonSets = os.Getenv("DAEMONSETS")
+	}
 	var later []float64
 	moves := map[string]int{}
 	start := time.Now()
@@ -118,7 +136,7 @@ func growth(b *testing.B, shape string, pods, limit int) growthPoint {
 		row.LaterPassSeconds = later[len(later)/2]
 		row.MaxLaterPassSeconds = later[len(later)-1]
 	}
-	fresh := packing.Solve(packing.Input{Pods: kept, NodePools: s.in.NodePools})
+	fresh := packing.Solve(packing.Input{Pods: kept, NodePools: s.in.NodePools, DaemonSets: s.in.DaemonSets})
 	row.CostVsFresh = s.cost() / fresh.PricePerHour()
 	for _, n := range moves {
 		if n > 1 {

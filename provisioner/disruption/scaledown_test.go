@@ -11,14 +11,18 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 	"github.com/tailor-autoscaler/tailor/provisioner/requirements"
+	simulation "github.com/tailor-autoscaler/tailor/provisioner/simulate"
 	"github.com/tailor-autoscaler/tailor/test/workloads"
 )
 
@@ -96,8 +100,24 @@ func (s *simCluster) add(t testing.TB, name, pool, instanceType, zone, capacityT
 		Status:     corev1.NodeStatus{Allocatable: it.Allocatable()},
 	}
 	sn := &simNode{node: packing.Node{Node: node, Schedulable: true}, pool: pool, price: price, capacity: capacityType}
+	// Every DaemonSet runs a pod on every node, as the EKS add-ons' do.
+	for _, ds := range s.in.DaemonSets {
+		sn.node.Pods = append(sn.node.Pods, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace: ds.Namespace, Name: ds.Name + "-" + name, Labels: ds.Spec.Template.Labels,
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: ds.Name, UID: ds.UID, Controller: ptr.To(true)}},
+			},
+			Spec: *ds.Spec.Template.Spec.DeepCopy(),
+		})
+		sn.node.Pods[len(sn.node.Pods)-1].Spec.NodeName = name
+	}
 	s.nodes[name] = sn
 	return sn
+}
+
+// movable are the node's pods but its DaemonSets', which go with it.
+func (n *simNode) movable() []*corev1.Pod {
+	return slices.DeleteFunc(slices.Clone(n.node.Pods), nodeclaim.OwnedByDaemonSet)
 }
 
 func (s *simCluster) bind(n *simNode, pods []*corev1.Pod) {
@@ -119,7 +139,7 @@ func (s *simCluster) cost() float64 {
 // view is the cluster as Decide sees it through the controller: every node a candidate,
 // consolidatable unless it holds moved pods.
 func (s *simCluster) view() Cluster {
-	c := Cluster{NodePools: s.in.NodePools}
+	c := Cluster{NodePools: s.in.NodePools, DaemonSets: s.in.DaemonSets}
 	names := make([]string, 0, len(s.nodes))
 	for name := range s.nodes {
 		names = append(names, name)
@@ -130,7 +150,7 @@ func (s *simCluster) view() Cluster {
 		c.Nodes = append(c.Nodes, n.node)
 		c.Candidates = append(c.Candidates, Candidate{
 			Node: name, NodeClaim: name, NodePool: n.pool, Price: n.price, CapacityType: n.capacity,
-			Pods: n.node.Pods, MayRemoveEmpty: true, MayConsolidate: !n.holdsMoved, Planned: s.rest[name],
+			Pods: n.movable(), MayRemoveEmpty: true, MayConsolidate: !n.holdsMoved, Planned: s.rest[name],
 		})
 	}
 	return c
@@ -151,6 +171,8 @@ type scaleDownCase struct {
 	// appears in the workload, as the pods of Deployments created one after another arrive
 	// on a live cluster.
 	byDeployment bool
+	// daemonSets run a pod on every node.
+	daemonSets []*appsv1.DaemonSet
 }
 
 // scaledDown plans the case's workload, c.batch pods at a time, as the provisioner plans
@@ -160,6 +182,7 @@ type scaleDownCase struct {
 func scaledDown(t testing.TB, c scaleDownCase) (*simCluster, []*corev1.Pod, float64) {
 	t.Helper()
 	in := workloads.Load(t, c.shape, c.from)
+	in.DaemonSets = c.daemonSets
 	s := &simCluster{in: in, nodes: map[string]*simNode{}}
 	arrival := in.Pods
 	if c.byDeployment {
@@ -195,7 +218,7 @@ func scaledDown(t testing.TB, c scaleDownCase) (*simCluster, []*corev1.Pod, floa
 	for _, n := range s.nodes {
 		var pods []*corev1.Pod
 		for _, p := range n.node.Pods {
-			if kept[p.Name] {
+			if kept[p.Name] || nodeclaim.OwnedByDaemonSet(p) {
 				pods = append(pods, p)
 			}
 		}
@@ -350,7 +373,7 @@ func (s *simCluster) converge(t testing.TB, keptPods []*corev1.Pod, before float
 		s.apply(t, d, moves)
 	}
 	elapsed := time.Since(start)
-	fresh := packing.Solve(packing.Input{Pods: keptPods, NodePools: s.in.NodePools})
+	fresh := packing.Solve(packing.Input{Pods: keptPods, NodePools: s.in.NodePools, DaemonSets: s.in.DaemonSets})
 	freshCost := fresh.PricePerHour()
 	movedTwice := 0
 	for _, n := range moves {
@@ -375,15 +398,18 @@ func (s *simCluster) converge(t testing.TB, keptPods []*corev1.Pod, before float
 		t.Errorf("consolidation did not converge in %d decisions", decisions)
 	}
 	for _, n := range s.nodes {
-		for _, p := range n.node.Pods {
+		for _, p := range n.movable() {
 			if !kept[p.Name] {
 				t.Fatalf("pod %s, removed, is back on %s", p.Name, n.node.Node.Name)
 			}
 		}
+		if got, want := len(n.node.Pods)-len(n.movable()), len(s.in.DaemonSets); got != want {
+			t.Errorf("node %s runs %d DaemonSet pods, want %d", n.node.Node.Name, got, want)
+		}
 	}
 	placed := 0
 	for _, n := range s.nodes {
-		placed += len(n.node.Pods)
+		placed += len(n.movable())
 	}
 	if placed != len(keptPods) {
 		t.Errorf("%d pods on nodes after consolidation, want the %d kept", placed, len(keptPods))
@@ -415,6 +441,14 @@ func TestScaleDownConverges(t *testing.T) {
 	})
 	t.Run("diverse 1000 to 700, provisioned 5 pods at a time as Deployments arrive, scaled down like ReplicaSets", func(t *testing.T) {
 		scaleDown(t, scaleDownCase{shape: "diverse", from: 1000, batch: 5, keep: diverse, likeReplicaSets: true, byDeployment: true})
+	})
+	// With the EKS add-ons' DaemonSets on every node, as issue 25 prices a scale-down: they
+	// take room and pod slots on the nodes that stay and on replacements alike.
+	t.Run("webmix 2000 to 500, provisioned 10 pods at a time, EKS DaemonSets", func(t *testing.T) {
+		scaleDown(t, scaleDownCase{shape: "webmix", from: 2000, batch: 10, keep: webmix, daemonSets: simulation.EKSDaemonSets()})
+	})
+	t.Run("diverse 1000 to 700, provisioned 10 pods at a time, EKS DaemonSets", func(t *testing.T) {
+		scaleDown(t, scaleDownCase{shape: "diverse", from: 1000, batch: 10, keep: diverse, daemonSets: simulation.EKSDaemonSets()})
 	})
 	// Two starts the stack provisioned: its zone-sharing pods began in us-east-1d in the
 	// first, in us-east-1a (where a fresh plan puts them) in the second.

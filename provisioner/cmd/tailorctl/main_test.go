@@ -22,7 +22,10 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
 )
 
@@ -31,6 +34,7 @@ var (
 	binary     string
 	kubeconfig string
 	cs         kubernetes.Interface
+	kube       client.Client
 )
 
 func TestMain(m *testing.M) {
@@ -49,7 +53,11 @@ func TestMain(m *testing.M) {
 			return err
 		}
 		c, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
 		cs = c
+		kube, err = client.New(cfg, client.Options{Scheme: apischeme.New()})
 		return err
 	})
 	_ = os.RemoveAll(dir)
@@ -152,12 +160,28 @@ func TestTop(t *testing.T) {
 	createNode(t, "system-a", "", "m5.large", "us-east-1a", "on-demand", "1930m", "7187Mi")
 	createPod(t, ns, "web-1", "ip-10-0-1-17.ec2.internal", "1", "2Gi")
 	createPod(t, ns, "api-1", "ip-10-0-2-4.ec2.internal", "3", "4Gi")
+	// The spot node's NodeClaim adds its root volume and public address to its price.
+	nc := &karpv1.NodeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "general-top"},
+		Spec: karpv1.NodeClaimSpec{
+			Requirements: []karpv1.NodeSelectorRequirementWithMinValues{{Key: karpv1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{"spot"}}},
+			NodeClassRef: &karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"},
+		},
+	}
+	if err := kube.Create(context.Background(), nc); err != nil {
+		t.Fatal(err)
+	}
+	nc.Status.NodeName = "ip-10-0-1-17.ec2.internal"
+	nc.Status.Price = &karpv1.Price{PerHour: "0.04", Instance: "0.032808", Volumes: "0.002192", PublicIPv4: "0.005"}
+	if err := kube.Status().Update(context.Background(), nc); err != nil {
+		t.Fatal(err)
+	}
 
 	stdout, stderr, err := run(t, "top", "--once", "--kubeconfig", kubeconfig)
 	if err != nil {
 		t.Fatalf("top --once: %v\n%s", err, stderr)
 	}
-	if !strings.Contains(stdout, "Cluster: 3 node(s), $0.3210/hour, cpu  51% 4/7.78") {
+	if !strings.Contains(stdout, "Cluster: 3 node(s), $0.3282/hour, cpu  51% 4/7.78") {
 		t.Errorf("top --once lacks the cluster totals:\n%s", stdout)
 	}
 
@@ -215,13 +239,13 @@ func TestTop(t *testing.T) {
 		}
 	}
 	waitFor(
-		"3 node(s), $0.3210/hour ($234.34/month), 2 pod(s) bound, 0 pending",
-		"── NodePool general: 2 node(s), $0.2250/hour, cpu  68% 4/5.85, memory  44% 6.0Gi/13.7Gi, 2 pod(s)",
-		"ip-10-0-1-17.ec2.internal  m5.large   us-east-1a  spot         0.0550  [",
+		"3 node(s), $0.3282/hour ($239.59/month), 2 pod(s) bound, 0 pending",
+		"── NodePool general: 2 node(s), $0.2322/hour, cpu  68% 4/5.85, memory  44% 6.0Gi/13.7Gi, 2 pod(s)",
+		"ip-10-0-1-17.ec2.internal  m5.large   us-east-1a  spot         0.0622  [",
 		"ip-10-0-2-4.ec2.internal   c5.xlarge  us-east-1b  on-demand    0.1700  [",
 		"── no NodePool: 1 node(s), $0.0960/hour",
 		"system-a ",
-		"Cluster: 3 node(s), $0.3210/hour, cpu  51% 4/7.78",
+		"Cluster: 3 node(s), $0.3282/hour, cpu  51% 4/7.78",
 	)
 	for _, line := range strings.Split(frame(), "\n") {
 		if n := len([]rune(line)); n > 150 {
@@ -229,7 +253,7 @@ func TestTop(t *testing.T) {
 		}
 	}
 	createPod(t, ns, "web-2", "system-a", "500m", "1Gi")
-	waitFor("3 node(s), $0.3210/hour ($234.34/month), 3 pod(s) bound, 0 pending", "Cluster: 3 node(s), $0.3210/hour, cpu  58% 4.5/7.78")
+	waitFor("3 node(s), $0.3282/hour ($239.59/month), 3 pod(s) bound, 0 pending", "Cluster: 3 node(s), $0.3282/hour, cpu  58% 4.5/7.78")
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

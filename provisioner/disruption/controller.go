@@ -119,6 +119,12 @@ type ControllerOptions struct {
 	// replacements it launched, for this long, so that no pod moves twice in a row and
 	// replacements are not themselves replaced.
 	MovedPodsHold time.Duration
+	// LeaderElection says replicas take turns leading, so that pods created before this
+	// controller led may have been moved by the one that led before. Without it the
+	// controller leads from its construction, as the process starts: a pod created after
+	// that was moved by no one else, even when it is created before the controller's first
+	// pass (the process is ready before its caches have synced).
+	LeaderElection bool
 	// StaticCapacity (the feature gate) leaves the nodes of static NodePools
 	// (spec.replicas) out of consolidation and launches no replacement in them: their
 	// controller keeps their count. Drift and expiry still replace their nodes.
@@ -152,7 +158,8 @@ type Controller struct {
 	// replacements are the NodeClaims disruption launched, and when: they hold moved
 	// pods (or were launched for them) and stay put for MovedPodsHold too.
 	replacements map[string]time.Time
-	// leadingSince is when this controller began to lead (Start). moved and replacements
+	// leadingSince is when this controller began to lead (Start, or its construction
+	// without LeaderElection). moved and replacements
 	// are in memory: a leader does not know what its predecessor moved, so it holds every
 	// pod created before it led as if it had moved it, until the pod is MovedPodsHold old.
 	leadingSince time.Time
@@ -175,9 +182,13 @@ type command struct {
 
 // NewController returns a Controller.
 func NewController(kube client.Client, api client.Reader, cluster ClusterReader, launcher Launcher, planned Planned, recorder record.EventRecorder, clk clock.Clock, opts ControllerOptions) *Controller {
-	return &Controller{kube: kube, api: api, cluster: cluster, launcher: launcher, planned: planned, recorder: recorder, clock: clk, opts: opts,
+	c := &Controller{kube: kube, api: api, cluster: cluster, launcher: launcher, planned: planned, recorder: recorder, clock: clk, opts: opts,
 		stable: map[string]stability{}, moved: map[types.UID]moves{}, replacements: map[string]time.Time{},
 		deleting: map[string]bool{}}
+	if !opts.LeaderElection {
+		c.leadingSince = clk.Now()
+	}
+	return c
 }
 
 // NeedLeaderElection: only the leader disrupts.
@@ -187,7 +198,9 @@ func (c *Controller) NeedLeaderElection() bool { return true }
 func (c *Controller) Start(ctx context.Context) error {
 	logger := log.FromContext(ctx).WithName("disruption")
 	c.mu.Lock()
-	c.leadingSince = c.clock.Now()
+	if c.opts.LeaderElection || c.leadingSince.IsZero() {
+		c.leadingSince = c.clock.Now()
+	}
 	c.mu.Unlock()
 	for {
 		select {

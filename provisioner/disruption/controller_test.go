@@ -520,6 +520,37 @@ func TestALeaderHoldsThePodsItsPredecessorMayHaveMoved(t *testing.T) {
 	}
 }
 
+// TestASidecarWithoutLeaderElectionLeadsFromItsStart: a pod created after the process
+// started but before the disruption controller's first pass (the sidecar is ready before
+// its caches sync) was moved by no one, so it is not held; with leader election, a pod
+// created before the controller was elected may have been moved by the previous leader.
+func TestASidecarWithoutLeaderElectionLeadsFromItsStart(t *testing.T) {
+	for _, tt := range []struct {
+		name           string
+		leaderElection bool
+		want           bool
+	}{
+		{name: "one replica", leaderElection: false, want: false},
+		{name: "replicas taking turns", leaderElection: true, want: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
+			c := NewController(kube, kube, nil, nil, nil, record.NewFakeRecorder(10), clk, ControllerOptions{Interval: time.Second, MovedPodsHold: time.Hour, LeaderElection: tt.leaderElection})
+			clk.Step(time.Second)
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-1", OwnerReferences: []metav1.OwnerReference{webReplicaSet}, CreationTimestamp: metav1.NewTime(clk.Now())}}
+			clk.Step(2 * time.Second)
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			if err := c.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := c.wasMoved(pod); got != tt.want {
+				t.Errorf("a pod created after the process started, before the first pass: wasMoved() = %t, want %t", got, tt.want)
+			}
+		})
+	}
+}
+
 // TestCordonsOfDecisionsNoLongerUnderWayAreLifted: a node a disruption cordoned for a
 // decision that is not under way takes pods again; a node cordoned by anything else, whose
 // interruption is announced or whose NodeClaim is going stays cordoned, also when the cache

@@ -278,7 +278,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		Gangs: gang.PodGroups{Client: mgr.GetAPIReader()}, Quotas: elasticQuotas(opts, mgr), StaticCapacity: opts.FeatureGates.Enabled(GateStaticCapacity)})
 	disruptionOpts := disruption.ControllerOptions{
 		Options: disruption.DefaultOptions, Interval: opts.DisruptionInterval, MinNodeAge: opts.BatchMax, ReplacementTimeout: 10 * time.Minute,
-		MovedPodsHold: opts.MovedPodsHold,
+		MovedPodsHold: opts.MovedPodsHold, LeaderElection: opts.LeaderElect,
 	}
 	disruptionOpts.SpotToSpotSavings = opts.SpotToSpotSavings
 	disruptionOpts.NoSpotToSpot = !opts.FeatureGates.Enabled(GateSpotToSpotConsolidation)

@@ -84,6 +84,23 @@ type Offering struct {
 // NodePrice is what a node of the offering costs per hour: its instance and its NodeCosts.
 func (o Offering) NodePrice() float64 { return o.Price + o.NodeCosts.Total() }
 
+// OfferingOf finds, among the instance types, the offering a node with these labels was
+// launched from: by its instance type, zone, capacity type and capacity reservation.
+func OfferingOf(types []*InstanceType, labels map[string]string) (Offering, bool) {
+	for _, it := range types {
+		if it.Name != labels[corev1.LabelInstanceTypeStable] {
+			continue
+		}
+		for _, o := range it.Offerings {
+			if o.Zone == labels[corev1.LabelTopologyZone] && o.CapacityType == labels[karpv1.CapacityTypeLabelKey] &&
+				o.ReservationID == labels[karpv1.CapacityReservationIDLabelKey] {
+				return o, true
+			}
+		}
+	}
+	return Offering{}, false
+}
+
 // NodeCosts are the hourly prices in USD a node pays besides its instance, the same for
 // every instance type launched from one node class into one subnet.
 type NodeCosts struct {

@@ -85,7 +85,12 @@ func (p PriceParts) WithDaemonSetShare(planned PriceParts) PriceParts {
 	if whole := planned.Instance + planned.DaemonSets; whole > 0 {
 		share = planned.DaemonSets / whole
 	}
-	return NewPriceParts(instance, NodeCosts{Volumes: p.Volumes, PublicIPv4: p.PublicIPv4, Monitoring: p.Monitoring}, share)
+	return NewPriceParts(instance, p.NodeCosts(), share)
+}
+
+// NodeCosts are the parts the node pays besides its instance.
+func (p PriceParts) NodeCosts() NodeCosts {
+	return NodeCosts{Volumes: p.Volumes, PublicIPv4: p.PublicIPv4, Monitoring: p.Monitoring}
 }
 
 // Plus adds the parts of two prices.

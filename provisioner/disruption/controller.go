@@ -22,6 +22,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/provisioner/gang"
 	"github.com/tailor-autoscaler/tailor/provisioner/metrics"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
@@ -198,7 +199,7 @@ func (c *Controller) NeedLeaderElection() bool { return true }
 func (c *Controller) Start(ctx context.Context) error {
 	logger := log.FromContext(ctx).WithName("disruption")
 	c.mu.Lock()
-	if c.opts.LeaderElection || c.leadingSince.IsZero() {
+	if c.opts.LeaderElection {
 		c.leadingSince = c.clock.Now()
 	}
 	c.mu.Unlock()
@@ -553,16 +554,8 @@ func movable(p *corev1.Pod) bool {
 // capacity reservation has its reservation's offering, priced next to nothing: consolidation
 // keeps it rather than replace it.
 func offeringPrice(pool *packing.NodePool, labels map[string]string) float64 {
-	for _, it := range pool.InstanceTypes {
-		if it.Name != labels[corev1.LabelInstanceTypeStable] {
-			continue
-		}
-		for _, o := range it.Offerings {
-			if o.Zone == labels[corev1.LabelTopologyZone] && o.CapacityType == labels[karpv1.CapacityTypeLabelKey] &&
-				o.ReservationID == labels[karpv1.CapacityReservationIDLabelKey] {
-				return o.NodePrice()
-			}
-		}
+	if o, ok := cloudprovider.OfferingOf(pool.InstanceTypes, labels); ok {
+		return o.NodePrice()
 	}
 	return 0
 }

@@ -135,7 +135,7 @@ func Build(nodes []*corev1.Node, pods []*corev1.Pod, prices Prices, overlays []v
 	nodeCosts := map[string]float64{}
 	for i := range claims {
 		if parts, ok := cloudprovider.NodeClaimPrice(&claims[i]); ok && claims[i].Status.NodeName != "" {
-			nodeCosts[claims[i].Status.NodeName] = parts.Volumes + parts.PublicIPv4 + parts.Monitoring
+			nodeCosts[claims[i].Status.NodeName] = parts.NodeCosts().Total()
 		}
 	}
 	var m Model

@@ -36,9 +36,9 @@ type Options struct {
 	// Overlays lists the NodeOverlays that change the prices, read at each frame; nil for
 	// none. Without the NodeOverlay kind in the cluster there are none.
 	Overlays overlay.Lister
-	// NodeClaims lists the NodeClaims whose nodes' costs besides the instance are added to
-	// their prices, read at each frame; nil for none, as without the NodeClaim kind.
-	NodeClaims NodeClaimLister
+	// NodeClaims reads the NodeClaims whose nodes' costs besides the instance are added to
+	// their prices, at each frame; nil for none, as without the NodeClaim kind.
+	NodeClaims client.Reader
 	// Out receives the frames.
 	Out io.Writer
 	// Width is the terminal's width, read before each frame.
@@ -111,13 +111,13 @@ func Run(ctx context.Context, cs kubernetes.Interface, opts Options) error {
 				return err
 			}
 		}
-		var claims []karpv1.NodeClaim
+		claims := &karpv1.NodeClaimList{}
 		if opts.NodeClaims != nil {
-			if claims, err = opts.NodeClaims.ListNodeClaims(ctx); err != nil && !meta.IsNoMatchError(err) {
-				return err
+			if err := opts.NodeClaims.List(ctx, claims); err != nil && !meta.IsNoMatchError(err) {
+				return fmt.Errorf("listing NodeClaims: %w", err)
 			}
 		}
-		frame := Render(Build(ns, ps, opts.Prices, overlays, claims), opts.Width())
+		frame := Render(Build(ns, ps, opts.Prices, overlays, claims.Items), opts.Width())
 		if opts.FullScreen && !opts.Once {
 			frame = clearScreen + frame
 		}
@@ -152,24 +152,4 @@ func Run(ctx context.Context, cs kubernetes.Interface, opts Options) error {
 		case <-opts.Redraw:
 		}
 	}
-}
-
-// NodeClaimLister lists NodeClaims.
-type NodeClaimLister interface {
-	// ListNodeClaims returns every NodeClaim; an empty list when there is none.
-	ListNodeClaims(ctx context.Context) ([]karpv1.NodeClaim, error)
-}
-
-// ClientNodeClaims lists NodeClaims with a controller-runtime reader.
-type ClientNodeClaims struct {
-	Reader client.Reader
-}
-
-// ListNodeClaims implements NodeClaimLister.
-func (l ClientNodeClaims) ListNodeClaims(ctx context.Context) ([]karpv1.NodeClaim, error) {
-	list := &karpv1.NodeClaimList{}
-	if err := l.Reader.List(ctx, list); err != nil {
-		return nil, fmt.Errorf("listing NodeClaims: %w", err)
-	}
-	return list.Items, nil
 }

@@ -852,19 +852,11 @@ func nilIfEmpty(s string) *string {
 }
 
 // price is what the NodeClaim's launched node costs per hour: its offering's instance price
-// and node costs, by its instance type, zone, capacity type and reservation labels; nil
-// when the launch context has no such offering.
+// and node costs; nil when the launch context has no such offering.
 func (lc *launchContext) price(nc *karpv1.NodeClaim) *karpv1.Price {
-	for _, it := range lc.types {
-		if it.Name != nc.Labels[corev1.LabelInstanceTypeStable] {
-			continue
-		}
-		for _, o := range it.Offerings {
-			if o.Zone == nc.Labels[corev1.LabelTopologyZone] && o.CapacityType == nc.Labels[karpv1.CapacityTypeLabelKey] &&
-				o.ReservationID == nc.Labels[karpv1.CapacityReservationIDLabelKey] {
-				return cloudprovider.NewPriceParts(o.Price, o.NodeCosts, 0).APIPrice()
-			}
-		}
+	o, ok := cloudprovider.OfferingOf(lc.types, nc.Labels)
+	if !ok {
+		return nil
 	}
-	return nil
+	return cloudprovider.NewPriceParts(o.Price, o.NodeCosts, 0).APIPrice()
 }

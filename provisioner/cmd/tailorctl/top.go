@@ -68,7 +68,7 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("connecting to the cluster: %w", err)
 	}
-	opts := top.Options{Prices: top.NewCatalogPrices(cat), Overlays: overlay.ClientLister{Reader: reader}, NodeClaims: top.ClientNodeClaims{Reader: reader}, Out: stdout, Width: func() int { return defaultWidth }, Once: *once}
+	opts := top.Options{Prices: top.NewCatalogPrices(cat), Overlays: overlay.ClientLister{Reader: reader}, NodeClaims: reader, Out: stdout, Width: func() int { return defaultWidth }, Once: *once}
 	if f, ok := stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		opts.FullScreen = true
 		opts.Width = func() int {

@@ -531,10 +531,12 @@ func (c *Controller) wasMoved(p *corev1.Pod) bool {
 // inherited reports whether a pod was created before this controller led and is younger
 // than MovedPodsHold: a predecessor may have moved it (found by the randomized fault
 // trials: a sidecar killed just after a consolidation left its successor free to move the
-// same pods again).
+// same pods again). Creation timestamps have whole seconds, so a pod created in the second
+// the controller began to lead counts as created after: otherwise a pod created a moment
+// after a single replica started would look older than it, and stay put for MovedPodsHold.
 func (c *Controller) inherited(p *corev1.Pod) bool {
 	created := p.CreationTimestamp.Time
-	return !c.leadingSince.IsZero() && created.Before(c.leadingSince) && c.clock.Since(created) < c.opts.MovedPodsHold
+	return !c.leadingSince.IsZero() && created.Before(c.leadingSince.Truncate(time.Second)) && c.clock.Since(created) < c.opts.MovedPodsHold
 }
 
 // movable reports whether a pod must find another node when its node goes: not a DaemonSet

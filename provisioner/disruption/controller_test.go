@@ -522,22 +522,29 @@ func TestALeaderHoldsThePodsItsPredecessorMayHaveMoved(t *testing.T) {
 
 // TestASidecarWithoutLeaderElectionLeadsFromItsStart: a pod created after the process
 // started but before the disruption controller's first pass (the sidecar is ready before
-// its caches sync) was moved by no one, so it is not held; with leader election, a pod
-// created before the controller was elected may have been moved by the previous leader.
+// its caches sync) was moved by no one, so it is not held, also when it was created in the
+// same second as the process started (its creation timestamp, in whole seconds, then reads
+// earlier than the start: CI's TestConsolidationPolicies failed on that); with leader
+// election, a pod created before the controller was elected may have been moved by the
+// previous leader.
 func TestASidecarWithoutLeaderElectionLeadsFromItsStart(t *testing.T) {
 	for _, tt := range []struct {
 		name           string
 		leaderElection bool
-		want           bool
+		// created is when the pod is created, after the process started at 0.6 s past a
+		// whole second; its creation timestamp keeps the whole seconds.
+		created time.Duration
+		want    bool
 	}{
-		{name: "one replica", leaderElection: false, want: false},
-		{name: "replicas taking turns", leaderElection: true, want: true},
+		{name: "one replica, a pod created a second later", created: time.Second, want: false},
+		{name: "one replica, a pod created in the same second", created: 200 * time.Millisecond, want: false},
+		{name: "replicas taking turns, a pod created before the election", leaderElection: true, created: time.Second, want: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			clk := clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
+			clk := clocktesting.NewFakeClock(time.Now().Truncate(time.Second).Add(600 * time.Millisecond))
 			c := NewController(kube, kube, nil, nil, nil, record.NewFakeRecorder(10), clk, ControllerOptions{Interval: time.Second, MovedPodsHold: time.Hour, LeaderElection: tt.leaderElection})
-			clk.Step(time.Second)
-			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-1", OwnerReferences: []metav1.OwnerReference{webReplicaSet}, CreationTimestamp: metav1.NewTime(clk.Now())}}
+			clk.Step(tt.created)
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-1", OwnerReferences: []metav1.OwnerReference{webReplicaSet}, CreationTimestamp: metav1.NewTime(clk.Now().Truncate(time.Second))}}
 			clk.Step(2 * time.Second)
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
@@ -545,7 +552,7 @@ func TestASidecarWithoutLeaderElectionLeadsFromItsStart(t *testing.T) {
 				t.Fatal(err)
 			}
 			if got := c.wasMoved(pod); got != tt.want {
-				t.Errorf("a pod created after the process started, before the first pass: wasMoved() = %t, want %t", got, tt.want)
+				t.Errorf("wasMoved() = %t, want %t", got, tt.want)
 			}
 		})
 	}

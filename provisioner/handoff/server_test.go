@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	provisionerv1 "github.com/tailor-autoscaler/tailor/proto/tailor/provisioner/v1"
@@ -106,7 +107,7 @@ func serve(t *testing.T, srv *Server) (string, provisionerv1.ProvisionerClient) 
 }
 
 func TestServeCreatesAnOwnerOnlySocket(t *testing.T) {
-	socket, _ := serve(t, NewServer(newFakeSubmitter(), nomination.NewTracker(), Options{}))
+	socket, _ := serve(t, NewServer(newFakeSubmitter(), nomination.NewTracker(clock.RealClock{}), Options{}))
 	info, err := os.Stat(socket)
 	require.NoError(t, err)
 	if diff := cmp.Diff(os.FileMode(0o600), info.Mode().Perm()); diff != "" {
@@ -120,7 +121,7 @@ func TestServeCreatesAnOwnerOnlySocket(t *testing.T) {
 func TestSubmitPodsBoundsTheQueue(t *testing.T) {
 	const limit, perRequest, clients, requestsEach = 100, 7, 8, 10
 	submitter := newFakeSubmitter()
-	_, client := serve(t, NewServer(submitter, nomination.NewTracker(), Options{MaxQueuedPods: limit}))
+	_, client := serve(t, NewServer(submitter, nomination.NewTracker(clock.RealClock{}), Options{MaxQueuedPods: limit}))
 	ctx := context.Background()
 
 	var wg sync.WaitGroup

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
@@ -65,7 +66,7 @@ func TestSyncAllRecoversEveryPlanBeforeANewLeaderPlans(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	tr := NewTracker()
+	tr := NewTracker(clock.RealClock{})
 	if err := NewController(kube, tr, record.NewFakeRecorder(10)).SyncAll(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -76,7 +77,7 @@ func TestReconcileRecordsNominatedOnceTheNodeNameIsKnown(t *testing.T) {
 			if err := kube.Create(ctx, nc); err != nil {
 				t.Fatal(err)
 			}
-			tr := NewTracker()
+			tr := NewTracker(clock.RealClock{})
 			recorder := &eventLog{}
 			c := NewController(kube, tr, recorder)
 			reconcileClaim := func() {

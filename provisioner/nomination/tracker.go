@@ -14,8 +14,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 )
@@ -56,7 +58,23 @@ type Tracker struct {
 	// NodeClaim: its planned-pods annotation may still list the pod, and Sync must not take
 	// the pod back there.
 	stale map[types.UID]string
-	subs  map[*subscriber]bool
+	// gone are the pods forgotten because they were bound or deleted, oldest first, kept
+	// for goneFor: a plan for one of them that was made from a read older than its binding
+	// (Sync's pending check, a batch that planned the pod before it bound) is not taken,
+	// where it would hold its NodeClaim's node as awaited by a pod that never comes.
+	gone      map[types.UID]bool
+	goneOrder []goneAt
+	clock     clock.PassiveClock
+	subs      map[*subscriber]bool
+}
+
+// goneFor is how long a forgotten pod's plans are refused: far longer than any read a plan
+// is made from can lag behind the pod's binding.
+const goneFor = 10 * time.Minute
+
+type goneAt struct {
+	uid types.UID
+	at  time.Time
 }
 
 type subscriber struct {
@@ -68,8 +86,9 @@ type subscriber struct {
 const subscriberBuffer = 256
 
 // NewTracker returns an empty tracker.
-func NewTracker() *Tracker {
-	return &Tracker{plans: map[types.UID]*Nomination{}, byClaim: map[string]map[types.UID]bool{}, stale: map[types.UID]string{}, subs: map[*subscriber]bool{}}
+func NewTracker(clk clock.PassiveClock) *Tracker {
+	return &Tracker{plans: map[types.UID]*Nomination{}, byClaim: map[string]map[types.UID]bool{}, stale: map[types.UID]string{},
+		gone: map[types.UID]bool{}, clock: clk, subs: map[*subscriber]bool{}}
 }
 
 // Planned reports whether the pod has a live plan.
@@ -114,6 +133,9 @@ func (t *Tracker) Plan(nodeClaim, nodeName string, pods []Pod) {
 func (t *Tracker) plan(nodeClaim, nodeName string, pods []Pod) {
 	var nominated []Nomination
 	for _, p := range pods {
+		if t.gone[p.UID] {
+			continue
+		}
 		delete(t.stale, p.UID)
 		if cur, ok := t.plans[p.UID]; ok && cur.NodeClaim != nodeClaim {
 			delete(t.byClaim[cur.NodeClaim], p.UID)
@@ -167,12 +189,22 @@ func (t *Tracker) DropClaim(nodeClaim string) {
 	t.publish(Update{Withdrawn: withdrawn})
 }
 
-// Forget drops a pod's plan without withdrawing it: the pod was bound or deleted.
+// Forget drops a pod's plan without withdrawing it: the pod was bound or deleted. Plans
+// made for it from then on are not taken.
 func (t *Tracker) Forget(uid types.UID) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.drop(uid)
 	delete(t.stale, uid)
+	now := t.clock.Now()
+	for len(t.goneOrder) > 0 && now.Sub(t.goneOrder[0].at) >= goneFor {
+		delete(t.gone, t.goneOrder[0].uid)
+		t.goneOrder = t.goneOrder[1:]
+	}
+	if !t.gone[uid] {
+		t.gone[uid] = true
+		t.goneOrder = append(t.goneOrder, goneAt{uid: uid, at: now})
+	}
 }
 
 // Replan drops a pod's plan without withdrawing it because its node rejected the pod, which

@@ -4,10 +4,13 @@ import (
 	"fmt"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 )
@@ -23,7 +26,7 @@ func sortNominations(n []Nomination) []Nomination {
 }
 
 func TestNominationsFollowTheNodeClaimLifecycle(t *testing.T) {
-	tr := NewTracker()
+	tr := NewTracker(clock.RealClock{})
 	snapshot, updates, cancel := tr.Subscribe()
 	defer cancel()
 	if len(snapshot) != 0 {
@@ -62,7 +65,7 @@ func TestNominationsFollowTheNodeClaimLifecycle(t *testing.T) {
 }
 
 func TestSubscribeSnapshotsPlansLaunchedOrNot(t *testing.T) {
-	tr := NewTracker()
+	tr := NewTracker(clock.RealClock{})
 	tr.Plan("a", "node-a", []Pod{web0})
 	tr.Plan("b", "", []Pod{web1})
 	snapshot, _, cancel := tr.Subscribe()
@@ -74,7 +77,7 @@ func TestSubscribeSnapshotsPlansLaunchedOrNot(t *testing.T) {
 }
 
 func TestSlowSubscriberIsDropped(t *testing.T) {
-	tr := NewTracker()
+	tr := NewTracker(clock.RealClock{})
 	_, updates, cancel := tr.Subscribe()
 	defer cancel()
 	for i := 0; i <= subscriberBuffer; i++ {
@@ -95,7 +98,7 @@ func TestSyncRecoversPlansOfPendingPodsFromNodeClaims(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := NewTracker()
+	tr := NewTracker(clock.RealClock{})
 	err = tr.Sync(&karpv1.NodeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "general-a", Annotations: map[string]string{PlannedPodsAnnotationKey: value}},
 		Status:     karpv1.NodeClaimStatus{NodeName: "node-a"},
@@ -159,7 +162,7 @@ func TestSyncLeavesPodsWhereTheyWerePlannedSince(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tr := NewTracker()
+			tr := NewTracker(clock.RealClock{})
 			if err := tr.Sync(first, pending); err != nil {
 				t.Fatal(err)
 			}
@@ -183,7 +186,7 @@ func TestSyncKeepsAPlanMadeWhileItReadsThePods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := NewTracker()
+	tr := NewTracker(clock.RealClock{})
 	err = tr.Sync(&karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "general-a", Annotations: map[string]string{PlannedPodsAnnotationKey: value}}}, func(p Pod) bool {
 		tr.Plan("general-b", "", []Pod{p})
 		return true
@@ -193,6 +196,73 @@ func TestSyncKeepsAPlanMadeWhileItReadsThePods(t *testing.T) {
 	}
 	if plan, _ := tr.Get(web0.UID); plan.NodeClaim != "general-b" {
 		t.Errorf("web-0 is planned onto %q, want general-b, where the batch planned it during the sync", plan.NodeClaim)
+	}
+}
+
+// TestAPodBoundOrDeletedIsNotPlannedAgain: a plan made from a read older than the pod's
+// binding or deletion (Sync asking whether the pod still waits as it binds, a batch that
+// planned it before it bound elsewhere) is not taken. Such a plan was kept for good: its
+// NodeClaim's node looked awaited by a pod already running, and consolidation never took it.
+func TestAPodBoundOrDeletedIsNotPlannedAgain(t *testing.T) {
+	value, err := EncodePods([]Pod{web0, web1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := &karpv1.NodeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "general-a", Annotations: map[string]string{PlannedPodsAnnotationKey: value}},
+		Status:     karpv1.NodeClaimStatus{NodeName: "node-a"},
+	}
+	tests := []struct {
+		name string
+		plan func(t *testing.T, tr *Tracker)
+	}{{
+		name: "bound while Sync reads whether it waits",
+		plan: func(t *testing.T, tr *Tracker) {
+			err := tr.Sync(nc, func(p Pod) bool {
+				if p == web0 {
+					tr.Forget(web0.UID)
+				}
+				return true
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		},
+	}, {
+		name: "bound after a batch read it pending",
+		plan: func(t *testing.T, tr *Tracker) {
+			tr.Forget(web0.UID)
+			tr.Plan("general-a", "", []Pod{web0, web1})
+		},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := NewTracker(clock.RealClock{})
+			tt.plan(t, tr)
+			if diff := cmp.Diff([]Pod{web1}, tr.PodsOf("general-a")); diff != "" {
+				t.Errorf("pods planned onto general-a (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestForgottenPodsAreKeptForALimitedTime: the pods forgotten are kept goneFor, then let go
+// as later pods are forgotten, so the tracker does not grow with every pod ever bound.
+func TestForgottenPodsAreKeptForALimitedTime(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC))
+	tr := NewTracker(clk)
+	tr.Forget(web0.UID)
+	clk.SetTime(clk.Now().Add(goneFor / 2))
+	tr.Forget(web1.UID)
+	clk.SetTime(clk.Now().Add(goneFor / 2))
+	tr.Forget("u2")
+	want := map[types.UID]bool{web1.UID: true, "u2": true}
+	if diff := cmp.Diff(want, tr.gone); diff != "" {
+		t.Errorf("pods kept as gone, %s after web-0 was forgotten (-want +got):\n%s", goneFor, diff)
+	}
+	tr.Plan("general-a", "", []Pod{web0})
+	if !tr.Planned(web0.UID) {
+		t.Errorf("web-0 forgotten %s ago: a plan for it is refused, want taken", goneFor)
 	}
 }
 

@@ -253,7 +253,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("creating the Kubernetes client: %w", err)
 	}
-	tracker := nomination.NewTracker()
+	tracker := nomination.NewTracker(clk)
 	batches, err := batcher.New(batcher.Options{Idle: opts.BatchIdle, Max: opts.BatchMax, Clock: clk})
 	if err != nil {
 		return err

@@ -130,7 +130,7 @@ func BenchmarkClusterInput(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	prov := New(cached, fakeInstanceTypes{types: []*cloudprovider.InstanceType{instanceType("m7i.2xlarge", 8, 32, 0.4032)}}, nomination.NewTracker(), noTrigger{}, record.NewFakeRecorder(100), Options{Clock: clock.RealClock{}})
+	prov := New(cached, fakeInstanceTypes{types: []*cloudprovider.InstanceType{instanceType("m7i.2xlarge", 8, 32, 0.4032)}}, nomination.NewTracker(clock.RealClock{}), noTrigger{}, record.NewFakeRecorder(100), Options{Clock: clock.RealClock{}})
 	var view int
 	b.ReportAllocs()
 	for b.Loop() {

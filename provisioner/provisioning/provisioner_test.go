@@ -69,7 +69,7 @@ func newFixture(t *testing.T, types fakeInstanceTypes, pools ...*karpv1.NodePool
 	if err := kube.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	tracker := nomination.NewTracker()
+	tracker := nomination.NewTracker(clock.RealClock{})
 	recorder := record.NewFakeRecorder(100)
 	return &fixture{kube: kube, prov: New(kube, types, tracker, noTrigger{}, recorder, Options{Clock: clock.RealClock{}, ReplanWindow: DefaultReplanWindow}), tracker: tracker, recorder: recorder, ns: ns.Name}
 }

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
@@ -28,7 +29,7 @@ func TestPodIsNominatedToThePlannedNodeAndBoundThere(t *testing.T) {
 	cs := clientset(t)
 	ns := namespace(t, cs)
 	socket := filepath.Join(t.TempDir(), "provisioner.sock")
-	tracker := nomination.NewTracker()
+	tracker := nomination.NewTracker(clock.RealClock{})
 	submitted := make(chan provisioning.Submission, 10)
 	startSidecar(t, socket, tracker, submitted)
 	createNode(t, cs, "system-a", "2", systemTaint)
@@ -60,7 +61,7 @@ func TestPreemptionRunsFirst(t *testing.T) {
 	ns := namespace(t, cs)
 	socket := filepath.Join(t.TempDir(), "provisioner.sock")
 	submitted := make(chan provisioning.Submission, 10)
-	startSidecar(t, socket, nomination.NewTracker(), submitted)
+	startSidecar(t, socket, nomination.NewTracker(clock.RealClock{}), submitted)
 	createNode(t, cs, "preempt-a", "1")
 	startScheduler(t, socket)
 
@@ -87,7 +88,7 @@ func TestProfilesScopeNodePools(t *testing.T) {
 	ns := namespace(t, cs)
 	socket := filepath.Join(t.TempDir(), "provisioner.sock")
 	submitted := make(chan provisioning.Submission, 10)
-	startSidecar(t, socket, nomination.NewTracker(), submitted)
+	startSidecar(t, socket, nomination.NewTracker(clock.RealClock{}), submitted)
 	createNode(t, cs, "system-b", "2", systemTaint)
 	startScheduler(t, socket)
 
@@ -113,7 +114,7 @@ func TestSchedulingGoesOnWithoutTheSidecar(t *testing.T) {
 	time.Sleep(2 * time.Second)
 
 	submitted := make(chan provisioning.Submission, 10)
-	startSidecar(t, socket, nomination.NewTracker(), submitted)
+	startSidecar(t, socket, nomination.NewTracker(clock.RealClock{}), submitted)
 	sub := nextSubmission(t, submitted, 20*time.Second)
 	if sub.Pod.UID != big.UID {
 		t.Errorf("submitted %s, want big", sub.Pod.Name)
@@ -135,7 +136,7 @@ func TestPodsOfAControllerGoWhereConsolidationReservedRoom(t *testing.T) {
 	cs := clientset(t)
 	ns := namespace(t, cs)
 	socket := filepath.Join(t.TempDir(), "provisioner.sock")
-	startSidecar(t, socket, nomination.NewTracker(), make(chan provisioning.Submission, 10))
+	startSidecar(t, socket, nomination.NewTracker(clock.RealClock{}), make(chan provisioning.Submission, 10))
 	createNode(t, cs, "roomy-a", "16")
 	createNode(t, cs, "reserved-a", "4")
 	owner := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-5d4f", UID: "6f1c9a52-reserved-rs", Controller: ptr.To(true)}

@@ -24,6 +24,7 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	perf "k8s.io/kubernetes/test/integration/scheduler_perf"
 	"k8s.io/kubernetes/test/utils/ktesting"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -237,7 +238,7 @@ func serveProvisioner(b *testing.B, socket string) *atomic.Int64 {
 	ctx, cancel := context.WithCancel(ctrllog.IntoContext(context.Background(), logr.Discard()))
 	done := make(chan error, 1)
 	go func() {
-		done <- handoff.Serve(ctx, socket, handoff.NewServer(countingSubmitter{submitted}, nomination.NewTracker(), handoff.Options{}))
+		done <- handoff.Serve(ctx, socket, handoff.NewServer(countingSubmitter{submitted}, nomination.NewTracker(clock.RealClock{}), handoff.Options{}))
 	}()
 	b.Cleanup(func() {
 		cancel()

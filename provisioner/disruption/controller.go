@@ -84,7 +84,13 @@ const (
 	PassIdle    = "idle"
 	PassBusy    = "busy"
 	PassFailed  = "failed"
+	// PassPlanning weighed part of a consolidation plan; the next pass carries it on.
+	PassPlanning = "planning"
 )
+
+// planningPause is the wait before a pass that carries on a plan: long enough for what
+// waits for the controller (capacity launched ahead of an interruption) to go first.
+const planningPause = 100 * time.Millisecond
 
 func init() {
 	crmetrics.Registry.MustRegister(decisionsTotal, savingsTotal, passesTotal, budgetBlockedCandidates, decideSeconds)
@@ -167,6 +173,8 @@ type Controller struct {
 	// deleting are the NodeClaims disruption deleted: until they are gone and their pods
 	// have landed again, the cluster is in motion and no new decision is made.
 	deleting map[string]bool
+	// planner carries a consolidation plan across passes, opts.PassTime each.
+	planner Planner
 }
 
 type stability struct {
@@ -203,16 +211,28 @@ func (c *Controller) Start(ctx context.Context) error {
 		c.leadingSince = c.clock.Now()
 	}
 	c.mu.Unlock()
+	wait := c.opts.Interval
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-c.clock.After(c.opts.Interval):
+		case <-c.clock.After(wait):
 			if err := c.Pass(ctx); err != nil {
 				logger.Error(err, "disruption pass failed")
 			}
+			wait = c.opts.Interval
+			if c.planning() {
+				wait = planningPause
+			}
 		}
 	}
+}
+
+// planning reports whether a consolidation plan is under way, to carry on in the next pass.
+func (c *Controller) planning() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.planner.Planning()
 }
 
 // Pass finishes the replacement under way, or else decides and starts the next disruption.
@@ -250,7 +270,7 @@ func (c *Controller) pass(ctx context.Context) (string, error) {
 	}
 	reportBudgetBlocked(cluster.Candidates, budget)
 	start := time.Now()
-	d, ok := Decide(cluster, budget, c.opts.Options)
+	d, ok := c.planner.Decide(cluster, budget, c.opts.Options)
 	took := time.Since(start)
 	decideSeconds.Observe(took.Seconds())
 	recordPass(cluster, budget, d, ok, took)
@@ -265,10 +285,13 @@ func (c *Controller) pass(ctx context.Context) (string, error) {
 	if err := c.markPlanned(ctx, in.Nodes); err != nil {
 		return "", err
 	}
-	if !ok {
-		return PassIdle, nil
+	switch {
+	case ok:
+		return PassDecided, c.execute(ctx, d)
+	case c.planner.Planning():
+		return PassPlanning, nil
 	}
-	return PassDecided, c.execute(ctx, d)
+	return PassIdle, nil
 }
 
 // inMotion reports whether the last decisions are still under way: a NodeClaim they

@@ -275,7 +275,7 @@ func TestUnderusedNodesAreReplacedOnceTheReplacementIsUp(t *testing.T) {
 	if diff := cmp.Diff(map[string]string{"a": "deleted", "b": "deleted"}, f.state("a", "b")); diff != "" {
 		t.Errorf("once the replacement is up (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(map[string]float64{PassDecided: 1, PassBusy: 2, PassIdle: 0, PassFailed: 0}, passes()); diff != "" {
+	if diff := cmp.Diff(map[string]float64{PassDecided: 1, PassBusy: 2, PassIdle: 0, PassPlanning: 0, PassFailed: 0}, passes()); diff != "" {
 		t.Errorf("passes by result (-want +got):\n%s", diff)
 	}
 	want := map[string]map[types.UID]int{f.prefix + "-replacement-1": {webReplicaSet.UID: 2}}
@@ -419,7 +419,7 @@ func TestBudgetOfZeroDisruptsNothing(t *testing.T) {
 	if diff := cmp.Diff(map[string]string{"idle": "kept"}, f.state("idle")); diff != "" {
 		t.Errorf("after a pass (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(map[string]float64{PassDecided: 0, PassBusy: 0, PassIdle: 1, PassFailed: 0}, passes()); diff != "" {
+	if diff := cmp.Diff(map[string]float64{PassDecided: 0, PassBusy: 0, PassIdle: 1, PassPlanning: 0, PassFailed: 0}, passes()); diff != "" {
 		t.Errorf("passes by result (-want +got):\n%s", diff)
 	}
 	if got := testutil.ToFloat64(budgetBlockedCandidates.WithLabelValues(f.pool.Name, string(karpv1.DisruptionReasonEmpty))); got != 1 {
@@ -429,7 +429,7 @@ func TestBudgetOfZeroDisruptsNothing(t *testing.T) {
 
 // countPasses returns a function that reports the passes, by result, since it was made.
 func countPasses() func() map[string]float64 {
-	results := []string{PassDecided, PassIdle, PassBusy, PassFailed}
+	results := []string{PassDecided, PassIdle, PassBusy, PassPlanning, PassFailed}
 	start := map[string]float64{}
 	for _, r := range results {
 		start[r] = testutil.ToFloat64(passesTotal.WithLabelValues(r))
@@ -440,6 +440,43 @@ func countPasses() func() map[string]float64 {
 			out[r] = testutil.ToFloat64(passesTotal.WithLabelValues(r)) - start[r]
 		}
 		return out
+	}
+}
+
+// TestAPlanLongerThanAPassIsCarriedOn: with a pass time that allows one step of a plan,
+// the first passes weigh part of it and touch nothing, and a later one carries out the
+// same decision as a controller planning to the end in one pass.
+func TestAPlanLongerThanAPassIsCarriedOn(t *testing.T) {
+	underused := func(f *fixture) {
+		for _, name := range []string{"a", "b", "c", "d", "e"} {
+			f.node(name, "big.2xlarge", "1")
+		}
+	}
+	oneShot := newFixture(t, "oneshot")
+	underused(oneShot)
+	oneShot.ctrl.opts.PassTime = 0
+	oneShot.pass()
+	want := oneShot.state("a", "b", "c", "d", "e")
+
+	f := newFixture(t, "carried")
+	underused(f)
+	f.ctrl.opts.PassTime = time.Nanosecond
+	passes := countPasses()
+	for range 20 {
+		f.pass()
+		if !f.ctrl.planning() {
+			break
+		}
+		if diff := cmp.Diff(map[string]string{"a": "kept", "b": "kept", "c": "kept", "d": "kept", "e": "kept"}, f.state("a", "b", "c", "d", "e")); diff != "" {
+			t.Fatalf("while the plan is made (-want +got):\n%s", diff)
+		}
+	}
+	if diff := cmp.Diff(want, f.state("a", "b", "c", "d", "e")); diff != "" {
+		t.Errorf("once the plan is made, against one made in one pass (-want +got):\n%s", diff)
+	}
+	got := passes()
+	if got[PassPlanning] == 0 || got[PassDecided] != 1 {
+		t.Errorf("passes by result %v, want some planning and one decided", got)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -63,6 +64,31 @@ type Cluster struct {
 	// whatIfs plans the pods of nodes taken away, for one decision; spare, on machines
 	// with two CPUs or more, plans others at the same time.
 	whatIfs, spare *whatIfs
+	// pace, when set, bounds the pass's planning time.
+	pace *pacer
+}
+
+// pacer tells a plan whether its next step fits in the pass's time, judging by the last.
+type pacer struct {
+	deadline time.Time
+	// began is when the last step began, and step how long the one before it took.
+	began time.Time
+	step  time.Duration
+}
+
+// next reports whether to take the next step of a plan: the first step of a stage always
+// (so that every pass gets on), a later one when it would end by the deadline if it takes
+// as long as the last did.
+func (p *pacer) next(first bool) bool {
+	if p == nil {
+		return true
+	}
+	now := time.Now()
+	if !p.began.IsZero() {
+		p.step = now.Sub(p.began)
+	}
+	p.began = now
+	return first || !now.Add(p.step).After(p.deadline)
 }
 
 // whatIfs plans what-ifs of one decision against one packing.Snapshot of the cluster,
@@ -111,17 +137,35 @@ type Options struct {
 	// MaxCandidates caps the nodes a consolidation plan considers, those spending the most
 	// on room no pod uses first.
 	MaxCandidates int
+	// PassTime bounds how long one pass of a Planner plans consolidation; a plan that
+	// takes longer is carried on in the next passes. Zero plans to the end. A pass takes a
+	// little longer: it prepares the cluster, and its last step may take longer than the
+	// one before, by which it judged that the step would end in time.
+	PassTime time.Duration
 }
 
-// DefaultOptions are the defaults of the sidecar's flags.
-var DefaultOptions = Options{SpotToSpotSavings: 0.2, MaxMultiNode: 100, MaxCandidates: 500}
+// DefaultOptions are the defaults of the sidecar's flags: passes of at most about a second.
+var DefaultOptions = Options{SpotToSpotSavings: 0.2, MaxMultiNode: 100, MaxCandidates: 500, PassTime: 800 * time.Millisecond}
 
 // Budget says how many more nodes of a NodePool may be disrupted for a reason.
 type Budget func(nodePool string, reason karpv1.DisruptionReason) int
 
 // Decide returns the next disruption: a drifted node replaced, empty nodes deleted, or an
-// underutilized set of nodes consolidated, in that order; false when there is none.
+// underutilized set of nodes consolidated, in that order; false when there is none. It
+// plans consolidation to the end, however long that takes (Planner plans a pass at a time).
 func Decide(c Cluster, budget Budget, opts Options) (Decision, bool) {
+	opts.PassTime = 0
+	var p Planner
+	return p.Decide(c, budget, opts)
+}
+
+// Decide returns the next disruption as the package's Decide does, but plans consolidation
+// for opts.PassTime at most: when that is up before the plan is made, it returns false
+// and Planning reports true, and the next call carries on.
+func (p *Planner) Decide(c Cluster, budget Budget, opts Options) (Decision, bool) {
+	if opts.PassTime > 0 {
+		c.pace = &pacer{deadline: time.Now().Add(opts.PassTime)}
+	}
 	c.whatIfs = newWhatIfs()
 	if d, ok := drift(c, budget); ok {
 		return d, true
@@ -157,7 +201,7 @@ func Decide(c Cluster, budget Budget, opts Options) (Decision, bool) {
 	if runtime.GOMAXPROCS(0) > 1 {
 		c.spare = newWhatIfs()
 	}
-	return consolidation(c, candidates, budget, opts)
+	return p.consolidation(c, candidates, budget, opts)
 }
 
 // fullestFirst orders the nodes by how much of them their pods use, most first: pods that
@@ -243,7 +287,7 @@ func withinBudget(candidates []Candidate, reason karpv1.DisruptionReason, budget
 // without: the plan under way (the candidates marked Planned), or a new one. It takes away
 // now what the budgets allow and moves their pods only onto nodes outside the plan, so no
 // pod moves again as the rest of the plan goes in later passes.
-func consolidation(c Cluster, candidates []Candidate, budget Budget, opts Options) (Decision, bool) {
+func (p *Planner) consolidation(c Cluster, candidates []Candidate, budget Budget, opts Options) (Decision, bool) {
 	var planned []Candidate
 	for _, cand := range candidates {
 		if cand.Planned {
@@ -255,80 +299,17 @@ func consolidation(c Cluster, candidates []Candidate, budget Budget, opts Option
 			return d, true
 		}
 	}
-	return takeNow(c, plan(c, candidates, opts), budget, opts)
-}
-
-// plan grows the set of nodes to take away in candidate order: a node joins when its pods
-// still fit and the set saves no less with it. A node that saves nothing alone may save
-// with others (nodes each running one GPU pod, replaced by one larger node), so nodes are
-// let in on a tie; a last pass takes out again those of them the set saves as much without.
-func plan(c Cluster, candidates []Candidate, opts Options) []Candidate {
-	candidates = candidates[:min(len(candidates), opts.MaxCandidates)]
-	set, saved, tied := grow(c, candidates)
-	set, saved = joinPools(c, candidates, set, saved, tied)
-	for i := len(set) - 1; i >= 0; i-- {
-		if !tied[set[i].Node] {
-			continue
-		}
-		without := append(slices.Clone(set[:i]), set[i+1:]...)
-		if d, ok := estimate(c, without); ok && d.Savings > saved-savingsEpsilon {
-			set, saved = without, d.Savings
-		}
+	set, made := p.plan(c, candidates, opts)
+	if !made {
+		return Decision{}, false
 	}
-	if saved <= savingsEpsilon {
-		return nil
-	}
-	return set
-}
-
-// grow lets the candidates into the set one at a time, in order, each when its pods still
-// fit and the set saves no less with it; tied marks those let in on a tie. Given a spare
-// snapshot (two CPUs or more), it weighs the next candidate at the same time, as if the
-// current one joins, which most do, and keeps that result only when it does: the same set
-// as one at a time, in little more than half the time.
-func grow(c Cluster, candidates []Candidate) ([]Candidate, float64, map[string]bool) {
-	var set []Candidate
-	tied := map[string]bool{}
-	saved := 0.0
-	admit := func(cand Candidate, next []Candidate, d Decision, ok bool) bool {
-		if !ok || d.Savings <= saved-savingsEpsilon {
-			return false
-		}
-		tied[cand.Node] = d.Savings < saved+savingsEpsilon
-		set, saved = next, d.Savings
-		return true
-	}
-	for i := 0; i < len(candidates); i++ {
-		next := append(slices.Clip(set), candidates[i])
-		if c.spare == nil || i+1 == len(candidates) {
-			d, ok := estimate(c, next)
-			admit(candidates[i], next, d, ok)
-			continue
-		}
-		after := append(slices.Clip(next), candidates[i+1])
-		var ahead Decision
-		var aheadOK bool
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			spare := c
-			spare.whatIfs = c.spare
-			ahead, aheadOK = estimate(spare, after)
-		}()
-		d, ok := estimate(c, next)
-		<-done
-		if admit(candidates[i], next, d, ok) {
-			admit(candidates[i+1], after, ahead, aheadOK)
-			i++
-		}
-	}
-	return set, saved, tied
+	return takeNow(c, set, budget, opts)
 }
 
 // joinPools lets in together, per NodePool, the candidates left out of the set, when that
 // saves more: nodes that only save many at a time (twenty nodes each running one GPU pod,
 // whose pods two eight-GPU nodes take) do not join one by one where a few of them pack
-// dearer than apart. They join as tied, so the last pass of plan takes out those that add
+// dearer than apart. They join as tied, so the last stage of a plan takes out those that add
 // nothing.
 func joinPools(c Cluster, candidates, set []Candidate, saved float64, tied map[string]bool) ([]Candidate, float64) {
 	in := map[string]bool{}

@@ -80,9 +80,12 @@ type Options struct {
 	// the cluster nodes join. What is empty is read from EKS DescribeCluster; outside a
 	// cluster, endpoint and CA then fall back to the kubeconfig's.
 	ClusterName, ClusterEndpoint, ClusterCABundle, ServiceCIDR string
-	// DisruptionInterval is the time between disruption passes; SpotToSpotSavings the least
-	// fraction of price a spot replacement of spot nodes must save.
+	// DisruptionInterval is the time between disruption passes; DisruptionPassTime how long
+	// one pass may plan consolidation before it carries the plan on in the next (0: to the
+	// end); SpotToSpotSavings the least fraction of price a spot replacement of spot nodes
+	// must save.
 	DisruptionInterval time.Duration
+	DisruptionPassTime time.Duration
 	SpotToSpotSavings  float64
 	// MovedPodsHold keeps consolidation off nodes holding pods it moved, for this long.
 	MovedPodsHold time.Duration
@@ -167,6 +170,9 @@ func (o *Options) Validate() error {
 	}
 	if o.DisruptionInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--disruption-interval (%s) must be positive", o.DisruptionInterval))
+	}
+	if o.DisruptionPassTime < 0 {
+		errs = append(errs, fmt.Errorf("--disruption-pass-time (%s) must not be negative; 0 plans consolidation to the end in one pass", o.DisruptionPassTime))
 	}
 	if o.SpotToSpotSavings < 0 || o.SpotToSpotSavings >= 1 {
 		errs = append(errs, fmt.Errorf("--spot-to-spot-savings (%v) must be a fraction from 0 up to, not including, 1", o.SpotToSpotSavings))
@@ -281,6 +287,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		MovedPodsHold: opts.MovedPodsHold, LeaderElection: opts.LeaderElect,
 	}
 	disruptionOpts.SpotToSpotSavings = opts.SpotToSpotSavings
+	disruptionOpts.PassTime = opts.DisruptionPassTime
 	disruptionOpts.NoSpotToSpot = !opts.FeatureGates.Enabled(GateSpotToSpotConsolidation)
 	disruptionOpts.StaticCapacity = opts.FeatureGates.Enabled(GateStaticCapacity)
 	if unbuilt := opts.FeatureGates.Unbuilt(); len(unbuilt) > 0 {

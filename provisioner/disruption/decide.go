@@ -68,29 +68,6 @@ type Cluster struct {
 	pace *pacer
 }
 
-// pacer tells a plan whether its next step fits in the pass's time, judging by the last.
-type pacer struct {
-	deadline time.Time
-	// began is when the last step began, and step how long the one before it took.
-	began time.Time
-	step  time.Duration
-}
-
-// next reports whether to take the next step of a plan: the first step of a stage always
-// (so that every pass gets on), a later one when it would end by the deadline if it takes
-// as long as the last did.
-func (p *pacer) next(first bool) bool {
-	if p == nil {
-		return true
-	}
-	now := time.Now()
-	if !p.began.IsZero() {
-		p.step = now.Sub(p.began)
-	}
-	p.began = now
-	return first || !now.Add(p.step).After(p.deadline)
-}
-
 // whatIfs plans what-ifs of one decision against one packing.Snapshot of the cluster,
 // prepared on first use, with the pods that move copied once per zones they may move to.
 type whatIfs struct {
@@ -173,6 +150,12 @@ func (p *Planner) Decide(c Cluster, budget Budget, opts Options) (Decision, bool
 	if d, ok := empty(c, budget); ok {
 		return d, true
 	}
+	return p.consolidation(c, budget, opts)
+}
+
+// forConsolidation prepares the cluster for consolidation's what-ifs, and returns it with
+// the candidates in the order a plan weighs them.
+func forConsolidation(c Cluster) (Cluster, []Candidate) {
 	// Drift replaces a node whatever it takes; consolidation only moves what moves safely.
 	c.zoneOf = zonesOf(c.Nodes)
 	c.pins = zonePins(c)
@@ -201,7 +184,7 @@ func (p *Planner) Decide(c Cluster, budget Budget, opts Options) (Decision, bool
 	if runtime.GOMAXPROCS(0) > 1 {
 		c.spare = newWhatIfs()
 	}
-	return p.consolidation(c, candidates, budget, opts)
+	return c, candidates
 }
 
 // fullestFirst orders the nodes by how much of them their pods use, most first: pods that
@@ -284,26 +267,47 @@ func withinBudget(candidates []Candidate, reason karpv1.DisruptionReason, budget
 }
 
 // consolidation carries out a plan of which underutilized nodes the cluster can do
-// without: the plan under way (the candidates marked Planned), or a new one. It takes away
-// now what the budgets allow and moves their pods only onto nodes outside the plan, so no
-// pod moves again as the rest of the plan goes in later passes.
-func (p *Planner) consolidation(c Cluster, candidates []Candidate, budget Budget, opts Options) (Decision, bool) {
-	var planned []Candidate
-	for _, cand := range candidates {
-		if cand.Planned {
-			planned = append(planned, cand)
+// without: the plan under way (the candidates marked Planned), or a new one, which may take
+// passes to make (see Planner). It takes away now what the budgets allow and moves their
+// pods only onto nodes outside the plan, so no pod moves again as the rest of the plan goes
+// in later passes.
+func (p *Planner) consolidation(c Cluster, budget Budget, opts Options) (Decision, bool) {
+	var prepared *Cluster
+	var candidates []Candidate
+	if p.work == nil {
+		var now Cluster
+		now, candidates = forConsolidation(c)
+		prepared = &now
+		var planned []Candidate
+		for _, cand := range candidates {
+			if cand.Planned {
+				planned = append(planned, cand)
+			}
 		}
-	}
-	if len(planned) > 0 {
-		if d, ok := takeNow(c, planned, budget, opts); ok {
-			return d, true
+		if len(planned) > 0 {
+			if d, ok := takeNow(now, planned, budget, opts); ok {
+				return d, true
+			}
 		}
+		p.start(now, candidates, opts)
 	}
-	set, made := p.plan(c, candidates, opts)
-	if !made {
+	w := p.work
+	w.c.pace = c.pace
+	if !w.carryOn() {
 		return Decision{}, false
 	}
-	return takeNow(c, set, budget, opts)
+	p.work = nil
+	if w.saved <= savingsEpsilon {
+		return Decision{}, false
+	}
+	if prepared == nil {
+		// The plan was weighed on the view it began on: the nodes go as this pass sees
+		// them, those that are still candidates.
+		var now Cluster
+		now, candidates = forConsolidation(c)
+		prepared = &now
+	}
+	return takeNow(*prepared, w.members(candidates), budget, opts)
 }
 
 // joinPools lets in together, per NodePool, the candidates left out of the set, when that

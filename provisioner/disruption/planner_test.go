@@ -89,7 +89,7 @@ func TestAPlanCarriedOnLeavesOutNodesNoLongerCandidates(t *testing.T) {
 			t.Fatal("decided before the plan held three nodes")
 		}
 	}
-	dropped := p.work.set[1]
+	dropped := p.work.set[1].Node
 	s.nodes[dropped].holdsMoved = true
 	var d Decision
 	ok := false

@@ -210,6 +210,8 @@ func (c *Controller) Start(ctx context.Context) error {
 	if c.opts.LeaderElection {
 		c.leadingSince = c.clock.Now()
 	}
+	// A plan left from leading before was weighed on a view long gone.
+	c.planner = Planner{}
 	c.mu.Unlock()
 	wait := c.opts.Interval
 	for {

@@ -272,12 +272,9 @@ func withinBudget(candidates []Candidate, reason karpv1.DisruptionReason, budget
 // pods only onto nodes outside the plan, so no pod moves again as the rest of the plan goes
 // in later passes.
 func (p *Planner) consolidation(c Cluster, budget Budget, opts Options) (Decision, bool) {
-	var prepared *Cluster
-	var candidates []Candidate
-	if p.work == nil {
-		var now Cluster
-		now, candidates = forConsolidation(c)
-		prepared = &now
+	begun := p.work == nil
+	if begun {
+		now, candidates := forConsolidation(c)
 		var planned []Candidate
 		for _, cand := range candidates {
 			if cand.Planned {
@@ -300,14 +297,13 @@ func (p *Planner) consolidation(c Cluster, budget Budget, opts Options) (Decisio
 	if w.saved <= savingsEpsilon {
 		return Decision{}, false
 	}
-	if prepared == nil {
+	now, candidates := w.c, w.candidates
+	if !begun {
 		// The plan was weighed on the view it began on: the nodes go as this pass sees
 		// them, those that are still candidates.
-		var now Cluster
 		now, candidates = forConsolidation(c)
-		prepared = &now
 	}
-	return takeNow(*prepared, w.members(candidates), budget, opts)
+	return takeNow(now, w.members(candidates), budget, opts)
 }
 
 // joinPools lets in together, per NodePool, the candidates left out of the set, when that

@@ -654,6 +654,8 @@ func (c *Controller) execute(ctx context.Context, d Decision) error {
 		cmd.replacements = append(cmd.replacements, nc.Name)
 		c.replacements[nc.Name] = c.clock.Now()
 	}
+	// The rest of the plan moves pods onto these replacements too.
+	c.planner.Launched(d, cmd.replacements)
 	c.pending = cmd
 	return nil
 }

@@ -99,6 +99,11 @@ type Decision struct {
 	Savings float64
 	// Rest are the nodes the consolidation plan takes away in later passes.
 	Rest []string
+
+	// from is the course the decision follows, if any; replacing are the indices, in its
+	// plan, of the replacements the decision launches (see Planner.Launched).
+	from      *course
+	replacing []int
 }
 
 // Options tune decisions.
@@ -282,7 +287,7 @@ func (p *Planner) consolidation(c Cluster, budget Budget, opts Options) (Decisio
 			}
 		}
 		if len(planned) > 0 {
-			if d, ok := takeNow(now, planned, budget, opts); ok {
+			if d, ok := p.takeNow(now, planned, budget, opts); ok {
 				return d, true
 			}
 		}
@@ -290,7 +295,13 @@ func (p *Planner) consolidation(c Cluster, budget Budget, opts Options) (Decisio
 	}
 	w := p.work
 	w.c.pace = c.pace
+	madeBefore := w.made
 	if !w.carryOn() {
+		return Decision{}, false
+	}
+	w.made = true
+	if !madeBefore && w.saved > savingsEpsilon && c.pace.over() {
+		// Made as the pass's time ran out: the next pass carries it out, on its view.
 		return Decision{}, false
 	}
 	p.work = nil
@@ -303,7 +314,7 @@ func (p *Planner) consolidation(c Cluster, budget Budget, opts Options) (Decisio
 		// them, those that are still candidates.
 		now, candidates = forConsolidation(c)
 	}
-	return takeNow(now, w.members(candidates), budget, opts)
+	return p.takeNow(now, w.members(candidates), budget, opts)
 }
 
 // joinPools lets in together, per NodePool, the candidates left out of the set, when that
@@ -342,22 +353,24 @@ func joinPools(c Cluster, candidates, set []Candidate, saved float64, tied map[s
 // savingsEpsilon is the least saving that counts: below it prices only differ by rounding.
 const savingsEpsilon = 1e-9
 
-// takeNow consolidates the first nodes of the plan its budgets allow, as many as still
-// consolidate together, keeping pods off the rest of the plan. Nodes whose pods share a
-// replacement go together or not at all, so that no replacement is launched for part of
-// the pods the plan meant it for. The decision's Rest is what of the plan is left.
-//
-// When the whole groups the budgets allow do not consolidate on their own (a group's spot
-// nodes may only go with a spot replacement that spot-to-spot rules refuse), it starts on
-// part of a group, and failing that on the first nodes of the plan the budgets allow, so
-// that one group that cannot go now does not hold up the rest of the plan.
-func takeNow(c Cluster, set []Candidate, budget Budget, opts Options) (Decision, bool) {
-	groups := shareReplacements(c, set)
-	if d, ok := takeFirst(c, set, wholeGroups(groups, budget, opts.MaxMultiNode), opts); ok {
-		return d, true
+// takeNow consolidates the first nodes of the plan its budgets allow, as the course of the
+// plan places their pods (see course): the course under way when the plan is what is left of
+// it, else one planned for the whole plan on this view. When the course no longer holds (a
+// node its pods go to is gone, pods came or went), the plan is planned anew; when that no
+// longer consolidates whole, it takes the first nodes that still consolidate together,
+// keeping pods off the rest of the plan.
+func (p *Planner) takeNow(c Cluster, set []Candidate, budget Budget, opts Options) (Decision, bool) {
+	if p.course != nil && p.course.follows(set) {
+		if d, ok := p.course.next(c, set, budget, opts); ok {
+			return d, true
+		}
 	}
-	if d, ok := partOfGroup(c, set, groups, budget, opts); ok {
-		return d, true
+	p.course = nil
+	if cs, ok := newCourse(c, set); ok {
+		if d, ok := cs.next(c, set, budget, opts); ok {
+			p.course = cs
+			return d, true
+		}
 	}
 	return takeFirst(c, set, withinBudget(set, karpv1.DisruptionReasonUnderutilized, budget, opts.MaxMultiNode), opts)
 }
@@ -393,10 +406,9 @@ func takeFirst(c Cluster, set, now []Candidate, opts Options) (Decision, bool) {
 	return best, found
 }
 
-// shareReplacements splits the plan into groups of nodes whose pods the plan puts on the
+// shareReplacements splits the plan's nodes into groups whose pods the plan puts on the
 // same replacements, in plan order.
-func shareReplacements(c Cluster, set []Candidate) [][]Candidate {
-	d, _ := estimate(c, set)
+func shareReplacements(set []Candidate, plan packing.Plan) [][]Candidate {
 	origin := map[types.NamespacedName]int{}
 	for i, cand := range set {
 		for _, p := range cand.Pods {
@@ -408,7 +420,7 @@ func shareReplacements(c Cluster, set []Candidate) [][]Candidate {
 	for i := range label {
 		label[i] = i
 	}
-	for _, nc := range d.Replacements {
+	for _, nc := range plan.NewNodeClaims {
 		joined, to := map[int]bool{}, len(set)
 		for _, p := range nc.Pods {
 			if i, ok := origin[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}]; ok {
@@ -434,44 +446,6 @@ func shareReplacements(c Cluster, set []Candidate) [][]Candidate {
 		groups[g] = append(groups[g], cand)
 	}
 	return groups
-}
-
-// partOfGroup starts on a group of nodes that share replacements but that the budgets never
-// let go whole (twenty nodes each running one GPU pod, whose pods one large GPU node takes):
-// it launches all of the group's replacements and takes away now the nodes of the group the
-// budgets allow, whose pods go where the plan of the whole group puts them. The rest of the
-// group stays in the plan and moves onto the replacements in later passes; until then the
-// replacements cost on top, so the decision's Savings may be negative.
-func partOfGroup(c Cluster, set []Candidate, groups [][]Candidate, budget Budget, opts Options) (Decision, bool) {
-	for _, g := range groups {
-		part := withinBudget(g, karpv1.DisruptionReasonUnderutilized, budget, opts.MaxMultiNode)
-		if len(part) == 0 || len(part) == len(g) {
-			continue
-		}
-		whole, ok := consolidate(c, g, othersThan(set, g), opts)
-		if !ok || len(whole.Replacements) == 0 {
-			continue
-		}
-		d := whole
-		d.Originals = part
-		moving := podsOf(part)
-		d.Placements = nil
-		for _, pl := range whole.Placements {
-			var pods []*corev1.Pod
-			for _, p := range pl.Pods {
-				if moving[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] {
-					pods = append(pods, p)
-				}
-			}
-			if len(pods) > 0 {
-				d.Placements = append(d.Placements, packing.Placement{Node: pl.Node, Pods: pods})
-			}
-		}
-		d.Savings = priceOf(part) - price(whole.Replacements)
-		d.Rest = inPlanOrder(set, othersThan(set, part))
-		return d, true
-	}
-	return Decision{}, false
 }
 
 // othersThan is the set of the plan's nodes that are not among nodes.
@@ -583,10 +557,9 @@ func (c Cluster) whatIf(gone []Candidate, later map[string]bool, solve func(*pac
 	w := c.whatIfs
 	if w == nil {
 		w = newWhatIfs()
+		c.whatIfs = w
 	}
-	if w.snap == nil {
-		w.snap = packing.NewSnapshot(packing.Input{Nodes: c.Nodes, NodePools: c.NodePools, DaemonSets: c.DaemonSets, Volumes: c.Volumes, MinValuesPolicy: c.MinValuesPolicy})
-	}
+	c.snapshot()
 	away := map[string]bool{}
 	for _, g := range gone {
 		away[g.Node] = true
@@ -599,6 +572,15 @@ func (c Cluster) whatIf(gone []Candidate, later map[string]bool, solve func(*pac
 	}
 	plan := solve(w.snap, pods, away, later)
 	return plan, len(plan.Unschedulable) == 0
+}
+
+// snapshot is the what-ifs' snapshot of the cluster, prepared on first use.
+func (c Cluster) snapshot() *packing.Snapshot {
+	w := c.whatIfs
+	if w.snap == nil {
+		w.snap = packing.NewSnapshot(packing.Input{Nodes: c.Nodes, NodePools: c.NodePools, DaemonSets: c.DaemonSets, Volumes: c.Volumes, MinValuesPolicy: c.MinValuesPolicy})
+	}
+	return w.snap
 }
 
 // pendingPod is the pod as it waits for a node once its node is gone: unbound, and kept to

@@ -145,7 +145,7 @@ func growth(b *testing.B, shape string, pods, limit int, daemonSets []*appsv1.Da
 			break
 		}
 		row.Decisions++
-		s.apply(b, d, moves)
+		planner.Launched(d, s.apply(b, d, moves))
 	}
 	row.ConvergeSecs = time.Since(start).Seconds()
 	slices.Sort(later)
@@ -165,7 +165,8 @@ func growth(b *testing.B, shape string, pods, limit int, daemonSets []*appsv1.Da
 
 // apply carries out a decision on the cluster in memory: the originals go, their pods land
 // where the decision placed them, and the plan's rest is remembered as the controller does.
-func (s *simCluster) apply(t testing.TB, d Decision, moves map[string]int) {
+// It returns the NodeClaims launched for the decision's replacements.
+func (s *simCluster) apply(t testing.TB, d Decision, moves map[string]int) []string {
 	t.Helper()
 	s.rest = map[string]bool{}
 	for _, n := range d.Rest {
@@ -182,7 +183,7 @@ func (s *simCluster) apply(t testing.TB, d Decision, moves map[string]int) {
 		target.holdsMoved = true
 		s.bind(target, pl.Pods)
 	}
-	s.launch(t, movedOnly(d), true)
+	return s.launch(t, movedOnly(d), true)
 }
 
 func envOr(name, def string) string {

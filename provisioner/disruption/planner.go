@@ -14,6 +14,21 @@ import (
 // against that view. The zero Planner is ready to use.
 type Planner struct {
 	work *planWork
+	// course is the plan being carried out, as planned.
+	course *course
+}
+
+// Launched tells the planner the NodeClaims it launched for the decision's replacements, in
+// order: the pods of the rest of the plan that go to them go to their nodes.
+func (p *Planner) Launched(d Decision, nodeClaims []string) {
+	if d.from == nil || d.from != p.course {
+		return
+	}
+	for i, name := range nodeClaims {
+		if i < len(d.replacing) {
+			p.course.launched[d.replacing[i]] = name
+		}
+	}
 }
 
 // pacer tells a plan whether its next step fits in the pass's time, judging by the last.
@@ -41,6 +56,11 @@ func (p *pacer) next(first bool) bool {
 	return first || !now.Add(p.step).After(p.deadline)
 }
 
+// over reports whether the pass's time is up.
+func (p *pacer) over() bool {
+	return p != nil && !time.Now().Before(p.deadline)
+}
+
 // planWork is a plan being made, on the view c it began on. A plan grows the set of nodes
 // to take away in candidate order: a node joins when its pods still fit and the set saves
 // no less with it. A node that saves nothing alone may save with others (nodes each running
@@ -60,6 +80,9 @@ type planWork struct {
 	// index in set of the next node to weigh taking out again, counting down.
 	joined bool
 	untie  int
+	// made says the plan is made: a pass that made it as its time ran out left it for the
+	// next to carry out.
+	made bool
 }
 
 // Planning reports whether a consolidation plan is under way: the next Decide carries it

@@ -46,10 +46,11 @@ type simNode struct {
 	holdsMoved bool
 }
 
-// launch adds the nodes of new NodeClaims, with their pods bound; moved says the pods
-// were moved there by a decision.
-func (s *simCluster) launch(t testing.TB, ncs []packing.NewNodeClaim, moved bool) {
+// launch adds the nodes of new NodeClaims, with their pods bound, and returns their names
+// (each node's NodeClaim has its name); moved says the pods were moved there by a decision.
+func (s *simCluster) launch(t testing.TB, ncs []packing.NewNodeClaim, moved bool) []string {
 	t.Helper()
+	var names []string
 	for _, nc := range ncs {
 		s.serial++
 		name := fmt.Sprintf("node-%05d", s.serial)
@@ -57,7 +58,9 @@ func (s *simCluster) launch(t testing.TB, ncs []packing.NewNodeClaim, moved bool
 		sn := s.add(t, name, nc.NodePool.Name, o.InstanceType, o.Zone, o.CapacityType, requirements.SingleValueLabels(nc.Requirements))
 		sn.holdsMoved = moved
 		s.bind(sn, nc.Pods)
+		names = append(names, name)
 	}
+	return names
 }
 
 // add adds an empty node of a NodePool's instance type, offered in a zone and capacity
@@ -99,7 +102,8 @@ func (s *simCluster) add(t testing.TB, name, pool, instanceType, zone, capacityT
 		Spec:       corev1.NodeSpec{Taints: np.NodePool.Spec.Template.Spec.Taints},
 		Status:     corev1.NodeStatus{Allocatable: it.Allocatable()},
 	}
-	sn := &simNode{node: packing.Node{Node: node, Schedulable: true}, pool: pool, price: price, capacity: capacityType}
+	claim := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	sn := &simNode{node: packing.Node{Node: node, NodeClaim: claim, Schedulable: true}, pool: pool, price: price, capacity: capacityType}
 	// Every DaemonSet runs a pod on every node, as the EKS add-ons' do.
 	for _, ds := range s.in.DaemonSets {
 		sn.node.Pods = append(sn.node.Pods, &corev1.Pod{
@@ -361,8 +365,11 @@ func (s *simCluster) converge(t testing.TB, keptPods []*corev1.Pod, before float
 	start := time.Now()
 	decisions, disrupted, replacements := 0, 0, 0
 	moves := map[string]int{}
+	// Each decision planned to the end, in one pass, by one planner that carries out its plans.
+	opts.PassTime = 0
+	var planner Planner
 	for decisions < 1000 {
-		d, ok := Decide(s.view(), s.defaultBudget(), opts)
+		d, ok := planner.Decide(s.view(), s.defaultBudget(), opts)
 		if !ok {
 			break
 		}
@@ -370,7 +377,7 @@ func (s *simCluster) converge(t testing.TB, keptPods []*corev1.Pod, before float
 		t.Logf("decision %d: %s, %d nodes, %d replacements, saves $%.4f/h, %d more nodes planned", decisions, d.Reason, len(d.Originals), len(d.Replacements), d.Savings, len(d.Rest))
 		disrupted += len(d.Originals)
 		replacements += len(d.Replacements)
-		s.apply(t, d, moves)
+		planner.Launched(d, s.apply(t, d, moves))
 	}
 	elapsed := time.Since(start)
 	fresh := packing.Solve(packing.Input{Pods: keptPods, NodePools: s.in.NodePools, DaemonSets: s.in.DaemonSets})

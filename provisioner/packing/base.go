@@ -14,10 +14,12 @@ import (
 // pods as topology spread and pod affinity count them. Solve builds one for its round; a
 // Snapshot keeps one for many rounds.
 type base struct {
-	in      Input
-	dims    *dims
-	pools   []*pool
-	nodes   []*node
+	in    Input
+	dims  *dims
+	pools []*pool
+	nodes []*node
+	// byName indexes nodes by name, built on first use.
+	byName  map[string]*node
 	topo    *topologyIndex
 	volumes *volumeIndex
 	daemons []*daemon
@@ -204,7 +206,7 @@ func (s *solver) fitting(g *group) []*node {
 	k := fitKey{nodeKey: g.nodeKey, need: g.need.key()}
 	nodes, ok := s.base.fitting[k]
 	if !ok {
-		for _, n := range s.nodes {
+		for _, n := range s.nodesFor(g) {
 			if n.input.Schedulable && g.need.fits(n.baseFree) && n.compatible(g) {
 				nodes = append(nodes, n)
 			}
@@ -212,6 +214,27 @@ func (s *solver) fitting(g *group) []*node {
 		s.base.fitting[k] = nodes
 	}
 	return nodes
+}
+
+// nodesFor are the existing nodes the group may run on by name: those its node affinity
+// names (see group.onNodes), else all.
+func (b *base) nodesFor(g *group) []*node {
+	if g.onNodes == nil {
+		return b.nodes
+	}
+	if b.byName == nil {
+		b.byName = make(map[string]*node, len(b.nodes))
+		for _, n := range b.nodes {
+			b.byName[n.name] = n
+		}
+	}
+	var out []*node
+	for _, name := range g.onNodes {
+		if n, ok := b.byName[name]; ok {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // labelSet returns the pod's namespace and labels, shared by the pods that have the same.

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
@@ -30,7 +31,9 @@ type group struct {
 	// size orders groups, largest first.
 	size float64
 
-	// Node constraints.
+	// Node constraints. onNodes, when not nil, are the only nodes the required node affinity
+	// may allow, by name (see namedNodes).
+	onNodes     []string
 	affinity    nodeaffinity.RequiredNodeAffinity
 	extra       []*nodeaffinity.LazyErrorNodeSelector
 	tolerations []corev1.Toleration
@@ -209,6 +212,26 @@ func untoleratedTaint(tolerations []corev1.Toleration, taints []corev1.Taint) (c
 	return corev1helpers.FindMatchingUntoleratedTaint(taints, tolerations, func(t *corev1.Taint) bool {
 		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
 	})
+}
+
+// namedNodes are the nodes required node affinity terms allow by name, when every term
+// requires a name among some (a metadata.name field selector with operator In); nil when
+// some term does not.
+func namedNodes(terms []corev1.NodeSelectorTerm) []string {
+	var out []string
+	for _, t := range terms {
+		i := slices.IndexFunc(t.MatchFields, func(r corev1.NodeSelectorRequirement) bool {
+			return r.Key == metav1.ObjectNameField && r.Operator == corev1.NodeSelectorOpIn
+		})
+		if i < 0 {
+			return nil
+		}
+		out = append(out, t.MatchFields[i].Values...)
+	}
+	if out == nil && len(terms) > 0 {
+		return []string{}
+	}
+	return out
 }
 
 func requiredTerms(pod *corev1.Pod) []corev1.NodeSelectorTerm {

@@ -99,6 +99,30 @@ func pods(prefix string, n int, cpu, mem string, mutate ...func(*corev1.Pod)) []
 	return out
 }
 
+// requireNodeNamed requires the pod to run on the node, by name.
+func requireNodeNamed(p *corev1.Pod, name string) {
+	p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchFields: []corev1.NodeSelectorRequirement{{Key: metav1.ObjectNameField, Operator: corev1.NodeSelectorOpIn, Values: []string{name}}},
+		}}},
+	}}
+}
+
+// existing is a schedulable node of the general NodePool with the CPUs given, running a pod
+// of a CPU.
+func existing(name, cpu, running string) Node {
+	return Node{
+		Node: &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{karpv1.NodePoolLabelKey: "general"}},
+			Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
+				corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("10"),
+			}},
+		},
+		Pods:        []*corev1.Pod{pod(running, "1", "0")},
+		Schedulable: true,
+	}
+}
+
 // summary is what the tests compare: per new NodeClaim, its NodePool, expected offering
 // and pod names; per unschedulable pod, its reason.
 type summary struct {
@@ -255,6 +279,23 @@ func TestSolve(t *testing.T) {
 				Existing: map[string][]string{"general-abc": {"web-0", "web-1"}},
 				NodeClaims: []claimSummary{
 					{NodePool: "general", Cheapest: Choice{InstanceType: "small", Zone: "zone-a", CapacityType: "on-demand", Price: 0.10}, Pods: 1},
+				},
+			},
+		},
+		{
+			name: "a pod whose affinity names its nodes runs on one of them or waits, never on a new node",
+			input: Input{
+				Pods: []*corev1.Pod{
+					pod("to-b", "1", "1Gi", func(p *corev1.Pod) { requireNodeNamed(p, "b") }),
+					pod("to-full", "1", "1Gi", func(p *corev1.Pod) { requireNodeNamed(p, "full") }),
+				},
+				NodePools: []NodePool{{NodePool: nodePool("general"), InstanceTypes: catalog()}},
+				Nodes:     []Node{existing("a", "3", "running-a"), existing("b", "3", "running-b"), existing("full", "1", "running-full")},
+			},
+			want: summary{
+				Existing: map[string][]string{"b": {"to-b"}},
+				Unschedulable: map[string]string{
+					"to-full": `NodePool "general": the pod's node affinity names its nodes (metadata.name in full), which a new node is not; none of those has room`,
 				},
 			},
 		},

@@ -245,6 +245,9 @@ func (s *solver) explainPool(g *group, p *pool) string {
 	if len(p.offers) == 0 {
 		return "no instance type is available (check the NodePool requirements and its EC2NodeClass)"
 	}
+	if g.onNodes != nil {
+		return fmt.Sprintf("the pod's node affinity names its nodes (metadata.name in %s), which a new node is not; none of those has room", strings.Join(g.onNodes, ", "))
+	}
 	c := p.compatibleOffers(g)
 	if !c.any {
 		return fmt.Sprintf("no instance type satisfies both the NodePool requirements (%s) and the pod's node selector and affinity (%s)", describeRequirements(p), describeSelector(g))

@@ -406,7 +406,8 @@ func (p *pool) compatibleOffers(g *group) *compat {
 	}
 	c := &compat{ok: make([]bool, len(p.offers))}
 	p.compatible[g.nodeID] = c
-	if !tolerates(g.tolerations, p.taints) {
+	// A node named in the pod's affinity exists already: no new one is it.
+	if g.onNodes != nil || !tolerates(g.tolerations, p.taints) {
 		return c
 	}
 	for _, t := range p.types {

@@ -324,6 +324,7 @@ func (s *solver) newGroup(pod *corev1.Pod, need vec, relaxed int) *group {
 	g.preferences = preferences(pod)
 	honoured := g.preferences[relaxed:]
 	terms := requiredTerms(pod)
+	g.onNodes = namedNodes(terms)
 	for _, sel := range extra {
 		g.extra = append(g.extra, nodeaffinity.NewLazyErrorNodeSelector(sel))
 		terms = append(terms, sel.NodeSelectorTerms...)

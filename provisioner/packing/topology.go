@@ -616,7 +616,7 @@ func (b *base) compatibleDomains(g *group, key string) map[string][]*node {
 		return domains
 	}
 	domains := map[string][]*node{}
-	for _, n := range b.nodes {
+	for _, n := range b.nodesFor(g) {
 		if n.input.Schedulable {
 			if v, ok := n.domain(key); ok && n.compatible(g) {
 				domains[v] = append(domains[v], n)

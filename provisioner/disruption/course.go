@@ -1,0 +1,396 @@
+package disruption
+
+import (
+	"maps"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/packing"
+)
+
+// course is a consolidation plan being carried out, as it was planned: where each pod of the
+// nodes it has yet to take away goes, onto nodes that stay or onto its replacements. A plan
+// carried out a part at a time, each part planned anew, let the part's pods take the room the
+// plan meant for later parts, which then bought replacements of their own, and a plan made
+// anew for what was left could come out dearer than the one it followed (the planner is a
+// heuristic: the same pods less a few may pack otherwise): at 964 webmix nodes a plan carried
+// out in parts ended 4% above a fresh plan, carried out at once 1% below it.
+type course struct {
+	// pods are the pods of the nodes the plan has yet to take away, by node, as planned; a
+	// node leaves once a decision takes it.
+	pods map[string][]types.NamespacedName
+	// plan places them: onto the nodes that stay (Existing) and onto replacements.
+	plan packing.Plan
+	// launched are the NodeClaims of the replacements launched so far, by index in
+	// plan.NewNodeClaims.
+	launched map[int]string
+}
+
+// newCourse plans taking the whole set away on the view; false when some pod would have
+// nowhere to go or the set no longer saves.
+func newCourse(c Cluster, set []Candidate) (*course, bool) {
+	plan, ok := simulate(c, set, nil)
+	if !ok || priceOf(set)-price(plan.NewNodeClaims) <= savingsEpsilon {
+		return nil, false
+	}
+	cs := &course{pods: make(map[string][]types.NamespacedName, len(set)), plan: plan, launched: map[int]string{}}
+	for _, cand := range set {
+		cs.pods[cand.Node] = podNames(cand.Pods)
+	}
+	return cs, true
+}
+
+// follows reports whether the set is what is left of the course: the nodes it has yet to
+// take away, each running the pods it ran when the course was planned. A node of the plan
+// that is no longer a candidate (its pods changed, or it took pods that moved) has room the
+// course did not count on, and one that left the plan other than by the course's decisions
+// leaves it stale: the plan is planned anew.
+func (cs *course) follows(set []Candidate) bool {
+	if len(set) != len(cs.pods) {
+		return false
+	}
+	for _, cand := range set {
+		planned, ok := cs.pods[cand.Node]
+		if !ok || !slices.Equal(planned, podNames(cand.Pods)) {
+			return false
+		}
+	}
+	return true
+}
+
+// next takes away the nodes of the set (what is left of the course, in plan order) the
+// budgets allow, their pods going where the course planned them, and launches the
+// replacements those pods go to that are not launched yet, sized for every pod the course
+// plans onto them. It takes the whole groups of nodes whose pods share replacements that the
+// budgets allow, less those whose pods do not hold on this view while the rest of the plan
+// stays (a pod that moves before the others of its Deployment may not fit where the plan
+// puts it, nor anywhere else, once they have all moved: a spread constraint counts them
+// where they run now). Failing that, it takes the nodes of the first group the budgets (or
+// MaxMultiNode) never let go whole that they allow and that hold; the group's replacements their pods go to are
+// launched ahead of the rest of the group and cost on top until it moves onto them. False
+// when none holds or pays.
+func (cs *course) next(c Cluster, set []Candidate, budget Budget, opts Options) (Decision, bool) {
+	try := func(now []Candidate) (Decision, map[string]bool) {
+		d, ok := cs.take(c, now)
+		if !ok {
+			return Decision{}, nodeSet(now)
+		}
+		later := othersThan(set, now)
+		d, failed := settle(c, d, later, cs.targetsOf(c, later))
+		d.Rest = inPlanOrder(set, later)
+		return d, failed
+	}
+	var paying [][]Candidate
+	for _, g := range shareReplacements(set, cs.plan) {
+		if cs.pays(g, opts) {
+			paying = append(paying, g)
+		}
+	}
+	d, ok := wholeGroupsThatHold(paying, budget, opts.MaxMultiNode, try)
+	for _, g := range paying {
+		if ok {
+			break
+		}
+		if len(withinBudget(g, karpv1.DisruptionReasonUnderutilized, budget, opts.MaxMultiNode)) == len(g) {
+			continue
+		}
+		// The budgets (or MaxMultiNode) never let this group go whole: part of it goes
+		// first, one group of a node each.
+		var singles [][]Candidate
+		for _, cand := range g {
+			singles = append(singles, []Candidate{cand})
+		}
+		d, ok = wholeGroupsThatHold(singles, budget, opts.MaxMultiNode, try)
+	}
+	if !ok {
+		return Decision{}, false
+	}
+	for _, n := range d.Originals {
+		delete(cs.pods, n.Node)
+	}
+	return d, true
+}
+
+// wholeGroupsThatHold tries the whole groups the budgets allow; while some of their nodes'
+// pods do not hold (try names those nodes), it tries again without the groups of those
+// nodes, ten times at most.
+func wholeGroupsThatHold(groups [][]Candidate, budget Budget, limit int, try func([]Candidate) (Decision, map[string]bool)) (Decision, bool) {
+	for range 10 {
+		chosen := wholeGroups(groups, budget, limit)
+		if len(chosen) == 0 {
+			return Decision{}, false
+		}
+		d, failed := try(chosen)
+		if len(failed) == 0 {
+			return d, true
+		}
+		groups = slices.DeleteFunc(slices.Clone(groups), func(g []Candidate) bool {
+			return slices.ContainsFunc(g, func(cand Candidate) bool { return failed[cand.Node] })
+		})
+	}
+	return Decision{}, false
+}
+
+// nodeSet is the set of the candidates' node names.
+func nodeSet(cands []Candidate) map[string]bool {
+	out := make(map[string]bool, len(cands))
+	for _, cand := range cands {
+		out[cand.Node] = true
+	}
+	return out
+}
+
+// take is the decision that takes the nodes away as the course places their pods, on this
+// view: onto the nodes that stay and the replacements launched so far (placements), and onto
+// replacements to launch. False when a node the pods go to is not on the view or takes no
+// pods.
+func (cs *course) take(c Cluster, nodes []Candidate) (Decision, bool) {
+	byName := make(map[string]packing.Node, len(c.Nodes))
+	byNodeClaim := map[string]packing.Node{}
+	for _, n := range c.Nodes {
+		byName[n.Node.Name] = n
+		if n.NodeClaim != nil {
+			byNodeClaim[n.NodeClaim.Name] = n
+		}
+	}
+	moving := podsOf(nodes)
+	movingOf := func(pods []*corev1.Pod) []*corev1.Pod {
+		return slices.DeleteFunc(slices.Clone(pods), func(p *corev1.Pod) bool {
+			return !moving[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}]
+		})
+	}
+	d := Decision{Reason: karpv1.DisruptionReasonUnderutilized, Originals: nodes, from: cs}
+	onto := func(n packing.Node, ok bool, pods []*corev1.Pod) bool {
+		if len(pods) == 0 {
+			return true
+		}
+		if !ok || !n.Schedulable {
+			return false
+		}
+		d.Placements = append(d.Placements, packing.Placement{Node: &n, Pods: pods})
+		return true
+	}
+	for _, pl := range cs.plan.Existing {
+		n, ok := byName[pl.Node.Node.Name]
+		if !onto(n, ok, movingOf(pl.Pods)) {
+			return Decision{}, false
+		}
+	}
+	for i, nc := range cs.plan.NewNodeClaims {
+		pods := movingOf(nc.Pods)
+		if name, launched := cs.launched[i]; launched {
+			n, ok := byNodeClaim[name]
+			if !onto(n, ok, pods) {
+				return Decision{}, false
+			}
+			continue
+		}
+		if len(pods) > 0 {
+			d.Replacements = append(d.Replacements, nc)
+			d.replacing = append(d.replacing, i)
+		}
+	}
+	d.Savings = priceOf(nodes) - price(d.Replacements)
+	return d, true
+}
+
+// settle checks on the view that the decision holds while the rest of the plan stays: the
+// pods it moves onto nodes that stay fit on those nodes, and each it moves onto a replacement
+// fits on a new node in that replacement's zones, the nodes taken away and those of the
+// plan's rest taking no pods. When the pods no longer fit on the nodes the course puts them
+// on (a spread constraint counts the pods of their Deployments that have yet to move where
+// they run now), they may go to any node that stays, where the planner puts them. The
+// decision places them where the check did. It returns the decision and the nodes taken
+// away whose pods do not hold (none when it holds).
+func settle(c Cluster, d Decision, later, kept map[string]bool) (Decision, map[string]bool) {
+	origin := map[types.NamespacedName]Candidate{}
+	for _, o := range d.Originals {
+		for _, p := range o.Pods {
+			origin[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = o
+		}
+	}
+	nodesOf := func(pods map[types.NamespacedName]bool) map[string]bool {
+		out := map[string]bool{}
+		for key := range pods {
+			out[origin[key].Node] = true
+		}
+		return out
+	}
+	if failed := unlaunchable(c, d, later); len(failed) > 0 {
+		return Decision{}, nodesOf(failed)
+	}
+	plan, misplaced := place(c, d, later, nil)
+	if len(misplaced) > 0 {
+		if plan, misplaced = place(c, d, later, kept); len(misplaced) > 0 {
+			return Decision{}, nodesOf(misplaced)
+		}
+	}
+	d.Placements = nil
+	for _, pl := range plan.Existing {
+		pods := make([]*corev1.Pod, len(pl.Pods))
+		for i, p := range pl.Pods {
+			o := origin[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}]
+			pods[i] = o.Pods[slices.IndexFunc(o.Pods, func(q *corev1.Pod) bool { return q.Namespace == p.Namespace && q.Name == p.Name })]
+		}
+		d.Placements = append(d.Placements, packing.Placement{Node: pl.Node, Pods: pods})
+	}
+	return d, nil
+}
+
+// unlaunchable are the pods the decision moves onto replacements that may not run in the
+// replacements' zones, the nodes taken away and those later taking none.
+func unlaunchable(c Cluster, d Decision, later map[string]bool) map[types.NamespacedName]bool {
+	moving := podsOf(d.Originals)
+	var pods []*corev1.Pod
+	for _, nc := range d.Replacements {
+		zones := zonesOfClaim(nc)
+		for _, p := range nc.Pods {
+			if !moving[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] {
+				continue
+			}
+			pending := p.DeepCopy()
+			pending.Spec.NodeName = ""
+			if len(zones) > 0 {
+				pinToZones(pending, zones)
+			}
+			pods = append(pods, pending)
+		}
+	}
+	if len(pods) == 0 {
+		return nil
+	}
+	out := map[types.NamespacedName]bool{}
+	for _, u := range c.snapshot().Estimate(pods, awayOf(d), later).Unschedulable {
+		out[types.NamespacedName{Namespace: u.Pod.Namespace, Name: u.Pod.Name}] = true
+	}
+	return out
+}
+
+// place plans the pods the decision moves onto nodes that stay, the nodes taken away and
+// those later taking none: onto the nodes the decision puts them on (two pods may swap
+// nodes: both stay on the room the course meant for this part, not for a later one), or,
+// given the nodes kept for later parts, onto any other node but those. It returns the plan
+// and the pods it does not place on a node that stays (misplaced).
+func place(c Cluster, d Decision, later, kept map[string]bool) (packing.Plan, map[types.NamespacedName]bool) {
+	away := awayOf(d)
+	held := maps.Clone(later)
+	targets := map[string]bool{}
+	for _, pl := range d.Placements {
+		targets[pl.Node.Node.Name] = true
+	}
+	for _, n := range c.Nodes {
+		if name := n.Node.Name; !targets[name] && (kept == nil || kept[name]) {
+			held[name] = true
+		}
+	}
+	var pods []*corev1.Pod
+	for _, pl := range d.Placements {
+		for _, p := range pl.Pods {
+			pods = append(pods, c.whatIfs.pendingPod(c, p, away))
+		}
+	}
+	plan := c.snapshot().Estimate(pods, away, held)
+	misplaced := map[types.NamespacedName]bool{}
+	for _, u := range plan.Unschedulable {
+		misplaced[types.NamespacedName{Namespace: u.Pod.Namespace, Name: u.Pod.Name}] = true
+	}
+	for _, nc := range plan.NewNodeClaims {
+		for _, p := range nc.Pods {
+			misplaced[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = true
+		}
+	}
+	return plan, misplaced
+}
+
+// targetsOf are the nodes that stay that the course moves the pods of the nodes given onto:
+// those it plans them onto and the replacements launched for them.
+func (cs *course) targetsOf(c Cluster, nodes map[string]bool) map[string]bool {
+	pods := map[types.NamespacedName]bool{}
+	for name := range nodes {
+		for _, p := range cs.pods[name] {
+			pods[p] = true
+		}
+	}
+	moves := func(list []*corev1.Pod) bool {
+		return slices.ContainsFunc(list, func(p *corev1.Pod) bool { return pods[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] })
+	}
+	out := map[string]bool{}
+	for _, pl := range cs.plan.Existing {
+		if moves(pl.Pods) {
+			out[pl.Node.Node.Name] = true
+		}
+	}
+	launched := map[string]bool{}
+	for i, name := range cs.launched {
+		if moves(cs.plan.NewNodeClaims[i].Pods) {
+			launched[name] = true
+		}
+	}
+	for _, n := range c.Nodes {
+		if n.NodeClaim != nil && launched[n.NodeClaim.Name] {
+			out[n.Node.Name] = true
+		}
+	}
+	return out
+}
+
+// awayOf are the nodes the decision takes away.
+func awayOf(d Decision) map[string]bool {
+	away := make(map[string]bool, len(d.Originals))
+	for _, o := range d.Originals {
+		away[o.Node] = true
+	}
+	return away
+}
+
+// zonesOfClaim are the zones a new NodeClaim may launch in, nil when its requirements do not
+// say.
+func zonesOfClaim(nc packing.NewNodeClaim) []string {
+	for _, r := range nc.Requirements {
+		if r.Key == corev1.LabelTopologyZone && r.Operator == corev1.NodeSelectorOpIn {
+			return r.Values
+		}
+	}
+	return nil
+}
+
+// pays reports whether taking the group away as the course does saves money, the
+// replacements launched so far being paid for already: by SpotToSpotSavings at least when
+// spot replaces spot, and spot never replacing spot under NoSpotToSpot.
+func (cs *course) pays(g []Candidate, opts Options) bool {
+	moving := podsOf(g)
+	var replacements []packing.NewNodeClaim
+	for i, nc := range cs.plan.NewNodeClaims {
+		if _, launched := cs.launched[i]; launched {
+			continue
+		}
+		if slices.ContainsFunc(nc.Pods, func(p *corev1.Pod) bool {
+			return moving[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}]
+		}) {
+			replacements = append(replacements, nc)
+		}
+	}
+	was, now := priceOf(g), price(replacements)
+	if was-now <= savingsEpsilon {
+		return false
+	}
+	allSpot := true
+	for _, n := range g {
+		allSpot = allSpot && n.CapacityType == karpv1.CapacityTypeSpot
+	}
+	return len(replacements) == 0 || !allSpot || !allSpotClaims(replacements) || (!opts.NoSpotToSpot && now <= was*(1-opts.SpotToSpotSavings))
+}
+
+// podNames are the pods' names, sorted.
+func podNames(pods []*corev1.Pod) []types.NamespacedName {
+	out := make([]types.NamespacedName, len(pods))
+	for i, p := range pods {
+		out[i] = types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
+	}
+	slices.SortFunc(out, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
+	return out
+}

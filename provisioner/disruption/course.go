@@ -74,13 +74,14 @@ func (cs *course) follows(set []Candidate) bool {
 // launched ahead of the rest of the group and cost on top until it moves onto them. False
 // when none holds or pays.
 func (cs *course) next(c Cluster, set []Candidate, budget Budget, opts Options) (Decision, bool) {
+	v := indexView(c)
 	try := func(now []Candidate) (Decision, map[string]bool) {
-		d, ok := cs.take(c, now)
+		d, ok := cs.take(v, now)
 		if !ok {
 			return Decision{}, nodeSet(now)
 		}
 		later := othersThan(set, now)
-		d, failed := settle(c, d, later, cs.targetsOf(c, later))
+		d, failed := settle(c, d, later, cs.targetsOf(v, later))
 		d.Rest = inPlanOrder(set, later)
 		return d, failed
 	}
@@ -135,34 +136,28 @@ func wholeGroupsThatHold(groups [][]Candidate, budget Budget, limit int, try fun
 	return Decision{}, false
 }
 
-// nodeSet is the set of the candidates' node names.
-func nodeSet(cands []Candidate) map[string]bool {
-	out := make(map[string]bool, len(cands))
-	for _, cand := range cands {
-		out[cand.Node] = true
+// view indexes the nodes of a pass's view by name and by their NodeClaim's name.
+type view struct {
+	byName, byNodeClaim map[string]packing.Node
+}
+
+func indexView(c Cluster) view {
+	v := view{byName: make(map[string]packing.Node, len(c.Nodes)), byNodeClaim: map[string]packing.Node{}}
+	for _, n := range c.Nodes {
+		v.byName[n.Node.Name] = n
+		if n.NodeClaim != nil {
+			v.byNodeClaim[n.NodeClaim.Name] = n
+		}
 	}
-	return out
+	return v
 }
 
 // take is the decision that takes the nodes away as the course places their pods, on this
 // view: onto the nodes that stay and the replacements launched so far (placements), and onto
 // replacements to launch. False when a node the pods go to is not on the view or takes no
 // pods.
-func (cs *course) take(c Cluster, nodes []Candidate) (Decision, bool) {
-	byName := make(map[string]packing.Node, len(c.Nodes))
-	byNodeClaim := map[string]packing.Node{}
-	for _, n := range c.Nodes {
-		byName[n.Node.Name] = n
-		if n.NodeClaim != nil {
-			byNodeClaim[n.NodeClaim.Name] = n
-		}
-	}
+func (cs *course) take(v view, nodes []Candidate) (Decision, bool) {
 	moving := podsOf(nodes)
-	movingOf := func(pods []*corev1.Pod) []*corev1.Pod {
-		return slices.DeleteFunc(slices.Clone(pods), func(p *corev1.Pod) bool {
-			return !moving[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}]
-		})
-	}
 	d := Decision{Reason: karpv1.DisruptionReasonUnderutilized, Originals: nodes, from: cs}
 	onto := func(n packing.Node, ok bool, pods []*corev1.Pod) bool {
 		if len(pods) == 0 {
@@ -175,15 +170,15 @@ func (cs *course) take(c Cluster, nodes []Candidate) (Decision, bool) {
 		return true
 	}
 	for _, pl := range cs.plan.Existing {
-		n, ok := byName[pl.Node.Node.Name]
-		if !onto(n, ok, movingOf(pl.Pods)) {
+		n, ok := v.byName[pl.Node.Node.Name]
+		if !onto(n, ok, among(pl.Pods, moving)) {
 			return Decision{}, false
 		}
 	}
 	for i, nc := range cs.plan.NewNodeClaims {
-		pods := movingOf(nc.Pods)
+		pods := among(nc.Pods, moving)
 		if name, launched := cs.launched[i]; launched {
-			n, ok := byNodeClaim[name]
+			n, ok := v.byNodeClaim[name]
 			if !onto(n, ok, pods) {
 				return Decision{}, false
 			}
@@ -207,16 +202,18 @@ func (cs *course) take(c Cluster, nodes []Candidate) (Decision, bool) {
 // decision places them where the check did. It returns the decision and the nodes taken
 // away whose pods do not hold (none when it holds).
 func settle(c Cluster, d Decision, later, kept map[string]bool) (Decision, map[string]bool) {
-	origin := map[types.NamespacedName]Candidate{}
+	moving := map[types.NamespacedName]*corev1.Pod{}
+	nodeOf := map[types.NamespacedName]string{}
 	for _, o := range d.Originals {
 		for _, p := range o.Pods {
-			origin[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = o
+			key := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
+			moving[key], nodeOf[key] = p, o.Node
 		}
 	}
 	nodesOf := func(pods map[types.NamespacedName]bool) map[string]bool {
 		out := map[string]bool{}
 		for key := range pods {
-			out[origin[key].Node] = true
+			out[nodeOf[key]] = true
 		}
 		return out
 	}
@@ -233,8 +230,7 @@ func settle(c Cluster, d Decision, later, kept map[string]bool) (Decision, map[s
 	for _, pl := range plan.Existing {
 		pods := make([]*corev1.Pod, len(pl.Pods))
 		for i, p := range pl.Pods {
-			o := origin[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}]
-			pods[i] = o.Pods[slices.IndexFunc(o.Pods, func(q *corev1.Pod) bool { return q.Namespace == p.Namespace && q.Name == p.Name })]
+			pods[i] = moving[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}]
 		}
 		d.Placements = append(d.Placements, packing.Placement{Node: pl.Node, Pods: pods})
 	}
@@ -248,10 +244,7 @@ func unlaunchable(c Cluster, d Decision, later map[string]bool) map[types.Namesp
 	var pods []*corev1.Pod
 	for _, nc := range d.Replacements {
 		zones := zonesOfClaim(nc)
-		for _, p := range nc.Pods {
-			if !moving[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] {
-				continue
-			}
+		for _, p := range among(nc.Pods, moving) {
 			pending := p.DeepCopy()
 			pending.Spec.NodeName = ""
 			if len(zones) > 0 {
@@ -264,7 +257,7 @@ func unlaunchable(c Cluster, d Decision, later map[string]bool) map[types.Namesp
 		return nil
 	}
 	out := map[types.NamespacedName]bool{}
-	for _, u := range c.snapshot().Estimate(pods, awayOf(d), later).Unschedulable {
+	for _, u := range c.snapshot().Estimate(pods, nodeSet(d.Originals), later).Unschedulable {
 		out[types.NamespacedName{Namespace: u.Pod.Namespace, Name: u.Pod.Name}] = true
 	}
 	return out
@@ -276,7 +269,7 @@ func unlaunchable(c Cluster, d Decision, later map[string]bool) map[types.Namesp
 // given the nodes kept for later parts, onto any other node but those. It returns the plan
 // and the pods it does not place on a node that stays (misplaced).
 func place(c Cluster, d Decision, later, kept map[string]bool) (packing.Plan, map[types.NamespacedName]bool) {
-	away := awayOf(d)
+	away := nodeSet(d.Originals)
 	held := maps.Clone(later)
 	targets := map[string]bool{}
 	for _, pl := range d.Placements {
@@ -308,43 +301,25 @@ func place(c Cluster, d Decision, later, kept map[string]bool) (packing.Plan, ma
 
 // targetsOf are the nodes that stay that the course moves the pods of the nodes given onto:
 // those it plans them onto and the replacements launched for them.
-func (cs *course) targetsOf(c Cluster, nodes map[string]bool) map[string]bool {
+func (cs *course) targetsOf(v view, nodes map[string]bool) map[string]bool {
 	pods := map[types.NamespacedName]bool{}
 	for name := range nodes {
 		for _, p := range cs.pods[name] {
 			pods[p] = true
 		}
 	}
-	moves := func(list []*corev1.Pod) bool {
-		return slices.ContainsFunc(list, func(p *corev1.Pod) bool { return pods[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] })
-	}
 	out := map[string]bool{}
 	for _, pl := range cs.plan.Existing {
-		if moves(pl.Pods) {
+		if holdsAny(pl.Pods, pods) {
 			out[pl.Node.Node.Name] = true
 		}
 	}
-	launched := map[string]bool{}
 	for i, name := range cs.launched {
-		if moves(cs.plan.NewNodeClaims[i].Pods) {
-			launched[name] = true
-		}
-	}
-	for _, n := range c.Nodes {
-		if n.NodeClaim != nil && launched[n.NodeClaim.Name] {
+		if n, ok := v.byNodeClaim[name]; ok && holdsAny(cs.plan.NewNodeClaims[i].Pods, pods) {
 			out[n.Node.Name] = true
 		}
 	}
 	return out
-}
-
-// awayOf are the nodes the decision takes away.
-func awayOf(d Decision) map[string]bool {
-	away := make(map[string]bool, len(d.Originals))
-	for _, o := range d.Originals {
-		away[o.Node] = true
-	}
-	return away
 }
 
 // zonesOfClaim are the zones a new NodeClaim may launch in, nil when its requirements do not
@@ -368,9 +343,7 @@ func (cs *course) pays(g []Candidate, opts Options) bool {
 		if _, launched := cs.launched[i]; launched {
 			continue
 		}
-		if slices.ContainsFunc(nc.Pods, func(p *corev1.Pod) bool {
-			return moving[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}]
-		}) {
+		if holdsAny(nc.Pods, moving) {
 			replacements = append(replacements, nc)
 		}
 	}

@@ -300,14 +300,15 @@ func (p *Planner) consolidation(c Cluster, budget Budget, opts Options) (Decisio
 		return Decision{}, false
 	}
 	w.made = true
-	if !madeBefore && w.saved > savingsEpsilon && c.pace.over() {
+	if w.saved <= savingsEpsilon {
+		p.work = nil
+		return Decision{}, false
+	}
+	if !madeBefore && c.pace.over() {
 		// Made as the pass's time ran out: the next pass carries it out, on its view.
 		return Decision{}, false
 	}
 	p.work = nil
-	if w.saved <= savingsEpsilon {
-		return Decision{}, false
-	}
 	now, candidates := w.c, w.candidates
 	if !begun {
 		// The plan was weighed on the view it began on: the nodes go as this pass sees
@@ -560,10 +561,7 @@ func (c Cluster) whatIf(gone []Candidate, later map[string]bool, solve func(*pac
 		c.whatIfs = w
 	}
 	c.snapshot()
-	away := map[string]bool{}
-	for _, g := range gone {
-		away[g.Node] = true
-	}
+	away := nodeSet(gone)
 	var pods []*corev1.Pod
 	for _, g := range gone {
 		for _, p := range g.Pods {
@@ -693,6 +691,31 @@ func podsOf(cands []Candidate) map[types.NamespacedName]bool {
 		for _, p := range cand.Pods {
 			out[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = true
 		}
+	}
+	return out
+}
+
+// among are the pods of the list named in the set, in order.
+func among(pods []*corev1.Pod, set map[types.NamespacedName]bool) []*corev1.Pod {
+	in := inSet(set)
+	return slices.DeleteFunc(slices.Clone(pods), func(p *corev1.Pod) bool { return !in(p) })
+}
+
+// holdsAny reports whether some pod of the list is named in the set.
+func holdsAny(pods []*corev1.Pod, set map[types.NamespacedName]bool) bool {
+	return slices.ContainsFunc(pods, inSet(set))
+}
+
+// inSet reports whether a pod is named in the set.
+func inSet(set map[types.NamespacedName]bool) func(*corev1.Pod) bool {
+	return func(p *corev1.Pod) bool { return set[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] }
+}
+
+// nodeSet is the set of the candidates' node names.
+func nodeSet(cands []Candidate) map[string]bool {
+	out := make(map[string]bool, len(cands))
+	for _, cand := range cands {
+		out[cand.Node] = true
 	}
 	return out
 }

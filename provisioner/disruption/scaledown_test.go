@@ -14,7 +14,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
@@ -298,9 +297,7 @@ func movedOnly(d Decision) []packing.NewNodeClaim {
 	moving := podsOf(d.Originals)
 	out := slices.Clone(d.Replacements)
 	for i := range out {
-		out[i].Pods = slices.DeleteFunc(slices.Clone(out[i].Pods), func(p *corev1.Pod) bool {
-			return !moving[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}]
-		})
+		out[i].Pods = among(out[i].Pods, moving)
 	}
 	return out
 }

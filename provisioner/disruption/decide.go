@@ -127,7 +127,7 @@ type Options struct {
 }
 
 // DefaultOptions are the defaults of the sidecar's flags: passes of at most about a second.
-var DefaultOptions = Options{SpotToSpotSavings: 0.2, MaxMultiNode: 100, MaxCandidates: 500, PassTime: 800 * time.Millisecond}
+var DefaultOptions = Options{SpotToSpotSavings: 0.2, MaxMultiNode: 100, MaxCandidates: 2000, PassTime: 800 * time.Millisecond}
 
 // Budget says how many more nodes of a NodePool may be disrupted for a reason.
 type Budget func(nodePool string, reason karpv1.DisruptionReason) int

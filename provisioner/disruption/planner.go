@@ -121,18 +121,21 @@ func (w *planWork) members(candidates []Candidate) []Candidate {
 	return out
 }
 
-// grow lets the candidates into the set one at a time, in order, each when its pods still
-// fit and the set saves no less with it; it reports false when the pass's time is up first
-// (see pacer). Given a spare snapshot (two CPUs or more), it weighs the next candidate at
-// the same time, as if the current one joins, which most do, and keeps that result only
-// when it does: the same set as one at a time, in little more than half the time.
+// grow lets the candidates into the set a block at a time, in order (see block), each
+// block when its pods still fit and the set saves no less with it; it reports false when
+// the pass's time is up first (see pacer). Given a spare snapshot (two CPUs or more), it
+// weighs the next block at the same time, as if the current one joins, which most do, and
+// keeps that result only when it does.
 func (w *planWork) grow() bool {
 	c := w.c
-	admit := func(cand Candidate, next []Candidate, d Decision, ok bool) bool {
+	size := w.block()
+	admit := func(blk, next []Candidate, d Decision, ok bool) bool {
 		if !ok || d.Savings <= w.saved-savingsEpsilon {
 			return false
 		}
-		w.tied[cand.Node] = d.Savings < w.saved+savingsEpsilon
+		for _, cand := range blk {
+			w.tied[cand.Node] = d.Savings < w.saved+savingsEpsilon
+		}
 		w.set, w.saved = next, d.Savings
 		return true
 	}
@@ -140,24 +143,38 @@ func (w *planWork) grow() bool {
 		if !c.pace.next(first) {
 			return false
 		}
-		cand := w.candidates[w.next]
-		next := append(slices.Clip(w.set), cand)
-		if c.spare == nil || w.next+1 == len(w.candidates) {
+		end := min(w.next+size, len(w.candidates))
+		blk := w.candidates[w.next:end]
+		next := append(slices.Clip(w.set), blk...)
+		if c.spare == nil || end == len(w.candidates) {
 			d, ok := estimate(c, next)
-			admit(cand, next, d, ok)
-			w.next++
+			admit(blk, next, d, ok)
+			w.next = end
 			continue
 		}
-		later := w.candidates[w.next+1]
-		withLater := append(slices.Clip(next), later)
+		laterEnd := min(end+size, len(w.candidates))
+		later := w.candidates[end:laterEnd]
+		withLater := append(slices.Clip(next), later...)
 		d, ok, dAhead, okAhead := c.both(next, withLater)
-		w.next++
-		if admit(cand, next, d, ok) {
+		w.next = end
+		if admit(blk, next, d, ok) {
 			admit(later, withLater, dAhead, okAhead)
-			w.next++
+			w.next = laterEnd
 		}
 	}
 	return true
+}
+
+// planSteps bounds the steps of each stage of a plan: the candidates join, and tied nodes
+// are taken out again, in blocks of a planSteps-th of the candidates (one node at a time
+// below planSteps candidates). Each step weighs the set whole, so a plan's work grows with
+// its candidates rather than their square (1,000 candidates one at a time took 17 s), and
+// nodes joining a block at a time also let in together nodes that only save together.
+const planSteps = 64
+
+// block is how many candidates join, or tied nodes leave, at a time.
+func (w *planWork) block() int {
+	return max(1, (len(w.candidates)+planSteps-1)/planSteps)
 }
 
 // both estimates two sets at once, the second on the spare snapshot.
@@ -182,43 +199,70 @@ func (w *planWork) joinPools() {
 	w.joined, w.untie = true, len(w.set)-1
 }
 
-// untieAll takes out again, last first, the nodes let in on a tie that the set saves as
-// much without; it reports false when the pass's time is up first. Given a spare snapshot,
-// it weighs taking out the next tied node at the same time, as if the current one stays,
-// which most do, and keeps that result only when it does.
+// untieAll takes out again, last first and a block at a time (see block), the nodes let in
+// on a tie that the set saves as much without; it reports false when the pass's time is up
+// first. Given a spare snapshot, it weighs taking out the next block at the same time, as if
+// the current one stays, which most do, and keeps that result only when it does.
 func (w *planWork) untieAll() bool {
 	c := w.c
+	size := w.block()
 	for first := true; w.untie >= 0; first = false {
 		if !c.pace.next(first) {
 			return false
 		}
-		if !w.tied[w.set[w.untie].Node] {
-			w.untie--
+		blk, below := w.tiedBlock(w.untie, size)
+		if len(blk) == 0 {
+			w.untie = below
 			continue
 		}
-		without := slices.Delete(slices.Clone(w.set), w.untie, w.untie+1)
-		ahead := w.untie - 1
-		for ahead >= 0 && !w.tied[w.set[ahead].Node] {
-			ahead--
-		}
-		if c.spare == nil || ahead < 0 {
+		without := withoutIndices(w.set, blk)
+		ahead, aheadBelow := w.tiedBlock(below, size)
+		if c.spare == nil || len(ahead) == 0 {
 			if d, ok := estimate(c, without); ok && d.Savings > w.saved-savingsEpsilon {
 				w.set, w.saved = without, d.Savings
 			}
-			w.untie--
+			w.untie = below
 			continue
 		}
-		withoutAhead := slices.Delete(slices.Clone(w.set), ahead, ahead+1)
+		withoutAhead := withoutIndices(w.set, ahead)
 		d, ok, dAhead, okAhead := c.both(without, withoutAhead)
 		if ok && d.Savings > w.saved-savingsEpsilon {
 			w.set, w.saved = without, d.Savings
-			w.untie--
+			w.untie = below
 			continue
 		}
 		if okAhead && dAhead.Savings > w.saved-savingsEpsilon {
 			w.set, w.saved = withoutAhead, dAhead.Savings
 		}
-		w.untie = ahead - 1
+		w.untie = aheadBelow
 	}
 	return true
+}
+
+// tiedBlock lists, counting down from index from of the set, the indices of up to size
+// nodes let in on a tie, and the index to count down from after them.
+func (w *planWork) tiedBlock(from, size int) ([]int, int) {
+	var out []int
+	i := from
+	for ; i >= 0 && len(out) < size; i-- {
+		if w.tied[w.set[i].Node] {
+			out = append(out, i)
+		}
+	}
+	return out, i
+}
+
+// withoutIndices is the set less the nodes at the indices given.
+func withoutIndices(set []Candidate, indices []int) []Candidate {
+	drop := make(map[int]bool, len(indices))
+	for _, i := range indices {
+		drop[i] = true
+	}
+	out := make([]Candidate, 0, len(set)-len(indices))
+	for i, cand := range set {
+		if !drop[i] {
+			out = append(out, cand)
+		}
+	}
+	return out
 }

@@ -105,3 +105,34 @@ func TestAPlanCarriedOnLeavesOutNodesNoLongerCandidates(t *testing.T) {
 		t.Errorf("node %s, no longer a candidate, is in the decision: now %v, later %v", dropped, nodeNames(d.Originals), d.Rest)
 	}
 }
+
+// TestAPlanTakesAsManyStepsAtAnySize: a plan grows and unties its set in blocks (see
+// planSteps), so the steps it takes, one a pass here, do not grow with its candidates: a
+// cluster four times as large takes no more of them than planSteps for each stage allows.
+func TestAPlanTakesAsManyStepsAtAnySize(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plans scale-downs of thousands of pods")
+	}
+	for _, pods := range []int{600, 2400} {
+		s, _, _ := scaledDown(t, scaleDownCase{shape: "webmix", from: pods, batch: pods / 40, keep: func(i int) bool { return i%3 == 0 }})
+		for name, n := range s.nodes {
+			if len(n.movable()) == 0 {
+				delete(s.nodes, name)
+			}
+		}
+		view := s.view()
+		_, candidates := forConsolidation(view)
+		if pods > 600 && len(candidates) <= 2*planSteps {
+			t.Fatalf("webmix %d left %d candidates, want more than %d to weigh in blocks", pods, len(candidates), 2*planSteps)
+		}
+		d, ok, passes := planInPasses(t, func(int) Cluster { return s.view() }, s.defaultBudget())
+		if !ok {
+			t.Fatalf("webmix %d: no decision", pods)
+		}
+		// A pass each step of growing and of untying, and the pass that takes the decision.
+		if limit := 2*planSteps + 1; passes > limit {
+			t.Errorf("webmix %d (%d candidates): the plan took %d passes of one step, want at most %d", pods, len(candidates), passes, limit)
+		}
+		t.Logf("webmix %d: %d candidates, %d passes, %d nodes now and %d later", pods, len(candidates), passes, len(d.Originals), len(d.Rest))
+	}
+}

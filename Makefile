@@ -28,6 +28,10 @@ fuzz: ## Run every Go fuzz target for FUZZTIME (30s) each, one after another: a 
 bench: ## Benchmark the planner on the shared workloads (1k/5k/10k pods, full catalog): pods/s, nodes, $/hour, ratio to the LP bound.
 	@hack/bench.sh
 
+.PHONY: bench-burst
+bench-burst: binaries ## The provisioner under a burst of 10,000 webmix pods handed over at once on a real API server: plan time, pod → NodeClaim written (p50/p99) per client rate; writes _output/bench/burst.json. PODS=, QPS= (a list) narrow it.
+	@hack/bench-burst.sh
+
 .PHONY: bench-consolidation
 bench-consolidation: ## Consolidation's growth curve in memory (about 500 to 5,000 nodes): first decision, later passes, cost vs a fresh plan; writes _output/bench/consolidation.json. NODES=, SHAPES=, DECISIONS= narrow it; DAEMONSETS=eks adds the EKS DaemonSets.
 	@hack/bench-consolidation.sh

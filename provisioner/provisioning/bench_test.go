@@ -92,44 +92,7 @@ func BenchmarkClusterInput(b *testing.B) {
 		return kube.Status().Update(ctx, p)
 	})
 
-	opts := informers.CacheOptions()
-	opts.Scheme = apischeme.New()
-	c, err := cache.New(cfg, opts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	cacheCtx, cancel := context.WithCancel(ctx)
-	for _, idx := range []struct {
-		obj   client.Object
-		field string
-		index client.IndexerFunc
-	}{
-		{&corev1.Pod{}, nodeclaim.PodNodeNameIndex, nodeclaim.PodNodeName},
-		{&corev1.Node{}, nodeclaim.NodeProviderIDIndex, nodeclaim.NodeProviderID},
-		{&karpv1.NodeClaim{}, nodeclaim.NodeClaimProviderIDIndex, nodeclaim.NodeClaimProviderID},
-	} {
-		if err := c.IndexField(cacheCtx, idx.obj, idx.field, idx.index); err != nil {
-			b.Fatal(err)
-		}
-	}
-	done := make(chan error)
-	go func() { done <- c.Start(cacheCtx) }()
-	b.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	for _, obj := range ReadKinds() {
-		if _, err := c.GetInformer(cacheCtx, obj); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if !c.WaitForCacheSync(cacheCtx) {
-		b.Fatal("cache did not sync")
-	}
-	cached, err := client.New(cfg, client.Options{Scheme: apischeme.New(), Cache: &client.CacheOptions{Reader: c}})
-	if err != nil {
-		b.Fatal(err)
-	}
+	cached := cachedClient(b, cfg)
 	prov := New(cached, fakeInstanceTypes{types: []*cloudprovider.InstanceType{instanceType("m7i.2xlarge", 8, 32, 0.4032)}}, nomination.NewTracker(clock.RealClock{}), noTrigger{}, record.NewFakeRecorder(100), Options{Clock: clock.RealClock{}})
 	var view int
 	b.ReportAllocs()
@@ -146,4 +109,49 @@ func BenchmarkClusterInput(b *testing.B) {
 	if view != pods {
 		b.Fatalf("the view holds %d pods on nodes, want %d", view, pods)
 	}
+}
+
+// cachedClient is a client that reads from a started and synced cache of the kinds the
+// provisioner reads, with the sidecar's indexes, and writes through c.
+func cachedClient(b *testing.B, c *rest.Config) client.Client {
+	b.Helper()
+	opts := informers.CacheOptions()
+	opts.Scheme = apischeme.New()
+	ca, err := cache.New(c, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	for _, idx := range []struct {
+		obj   client.Object
+		field string
+		index client.IndexerFunc
+	}{
+		{&corev1.Pod{}, nodeclaim.PodNodeNameIndex, nodeclaim.PodNodeName},
+		{&corev1.Node{}, nodeclaim.NodeProviderIDIndex, nodeclaim.NodeProviderID},
+		{&karpv1.NodeClaim{}, nodeclaim.NodeClaimProviderIDIndex, nodeclaim.NodeClaimProviderID},
+	} {
+		if err := ca.IndexField(ctx, idx.obj, idx.field, idx.index); err != nil {
+			b.Fatal(err)
+		}
+	}
+	done := make(chan error)
+	go func() { done <- ca.Start(ctx) }()
+	b.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	for _, obj := range ReadKinds() {
+		if _, err := ca.GetInformer(ctx, obj); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if !ca.WaitForCacheSync(ctx) {
+		b.Fatal("cache did not sync")
+	}
+	cached, err := client.New(c, client.Options{Scheme: apischeme.New(), Cache: &client.CacheOptions{Reader: ca}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return cached
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/metrics"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
+	"github.com/tailor-autoscaler/tailor/test/localstack"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
 	"github.com/tailor-autoscaler/tailor/test/workloads"
 )
@@ -55,6 +56,9 @@ type burstRow struct {
 	NodeClaimP50Seconds   float64 `json:"nodeClaimP50Seconds"`
 	NodeClaimP99Seconds   float64 `json:"nodeClaimP99Seconds"`
 	NodeClaimMaxSeconds   float64 `json:"nodeClaimMaxSeconds"`
+	// CPUSeconds is the CPU time each process took over the batch: kube-apiserver, etcd, and
+	// the benchmark (the provisioner and its client).
+	CPUSeconds map[string]float64 `json:"cpuSeconds"`
 	// NodeClaimsPerSecond is the rate the NodeClaims were written at, from the first to the
 	// last.
 	NodeClaimsPerSecond float64 `json:"nodeClaimsPerSecond"`
@@ -125,9 +129,10 @@ func BenchmarkBurstToNodeClaims(b *testing.B) {
 			b.ReportMetric(row.BatchSeconds, "batch-s")
 		})
 	}
-	fmt.Printf("\n%6s %6s %6s %11s %9s %10s %9s %10s %9s %9s %9s %13s\n", "pods", "qps", "burst", "nodeclaims", "unplanned", "batch (s)", "plan (s)", "first (s)", "p50 (s)", "p99 (s)", "max (s)", "nodeclaims/s")
+	fmt.Printf("\n%6s %6s %6s %11s %9s %10s %9s %10s %9s %9s %9s %13s %22s\n", "pods", "qps", "burst", "nodeclaims", "unplanned", "batch (s)", "plan (s)", "first (s)", "p50 (s)", "p99 (s)", "max (s)", "nodeclaims/s", "cpu s: api, etcd, own")
 	for _, r := range rows {
-		fmt.Printf("%6d %6g %6d %11d %9d %10.2f %9.2f %10.2f %9.2f %9.2f %9.2f %13.0f\n", r.Pods, r.KubeAPIQPS, r.KubeAPIBurst, r.NodeClaims, r.Unplanned, r.BatchSeconds, r.PlanSeconds, r.NodeClaimFirstSeconds, r.NodeClaimP50Seconds, r.NodeClaimP99Seconds, r.NodeClaimMaxSeconds, r.NodeClaimsPerSecond)
+		fmt.Printf("%6d %6g %6d %11d %9d %10.2f %9.2f %10.2f %9.2f %9.2f %9.2f %13.0f %8.2f %6.2f %6.2f\n", r.Pods, r.KubeAPIQPS, r.KubeAPIBurst, r.NodeClaims, r.Unplanned, r.BatchSeconds, r.PlanSeconds, r.NodeClaimFirstSeconds, r.NodeClaimP50Seconds, r.NodeClaimP99Seconds, r.NodeClaimMaxSeconds, r.NodeClaimsPerSecond,
+			r.CPUSeconds["kube-apiserver"], r.CPUSeconds["etcd"], r.CPUSeconds["benchmark"])
 	}
 	if path := os.Getenv("BENCH_JSON"); path != "" {
 		raw, err := json.MarshalIndent(rows, "", "  ")
@@ -179,6 +184,8 @@ func burst(b *testing.B, pods []*corev1.Pod, source poolInstanceTypes, qps float
 		subs[i] = Submission{Pod: p, Profile: "tailor-scheduler"}
 	}
 	planned := planSeconds(b)
+	procs := processes(b)
+	before := cpuSeconds(b, procs)
 	closed := time.Now()
 	prov.Submit(subs)
 	if err := prov.Provision(ctx); err != nil {
@@ -186,6 +193,10 @@ func burst(b *testing.B, pods []*corev1.Pod, source poolInstanceTypes, qps float
 	}
 	row.BatchSeconds = time.Since(closed).Seconds()
 	row.PlanSeconds = planSeconds(b) - planned
+	row.CPUSeconds = cpuSeconds(b, procs)
+	for name, was := range before {
+		row.CPUSeconds[name] -= was
+	}
 	var waits []float64
 	for _, p := range pods {
 		at, ok := written[p.UID]
@@ -208,6 +219,58 @@ func burst(b *testing.B, pods []*corev1.Pod, source poolInstanceTypes, qps float
 	}
 	deleteNodeClaims(b, fastClient(b))
 	return row
+}
+
+// processes finds the API server and etcd the test environment started (children of this
+// process) and this process, by name.
+func processes(b *testing.B) map[string]int {
+	b.Helper()
+	out := map[string]int{"benchmark": os.Getpid()}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …
+		open, close := strings.IndexByte(string(stat), '('), strings.LastIndexByte(string(stat), ')')
+		if open < 0 || close < open {
+			continue
+		}
+		name := string(stat[open+1 : close])
+		fields := strings.Fields(string(stat[close+1:]))
+		if len(fields) < 2 || fields[1] != strconv.Itoa(os.Getpid()) {
+			continue
+		}
+		if name == "kube-apiserver" || name == "etcd" {
+			out[name] = pid
+		}
+	}
+	if len(out) != 3 {
+		b.Fatalf("found %v, want kube-apiserver and etcd among this process's children", out)
+	}
+	return out
+}
+
+// cpuSeconds reads the CPU time each process has used.
+func cpuSeconds(b *testing.B, procs map[string]int) map[string]float64 {
+	b.Helper()
+	out := map[string]float64{}
+	for name, pid := range procs {
+		u, err := localstack.ProcessUsage(pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out[name] = u.CPUSeconds
+	}
+	return out
 }
 
 // fastClient is a client for the benchmark's own setup, fast enough not to be the limit.

@@ -36,7 +36,7 @@ func TestProcessUsageReadsThisProcess(t *testing.T) {
 	deadline := time.Now().Add(50 * time.Millisecond)
 	for time.Now().Before(deadline) {
 	}
-	u, err := processUsage(os.Getpid())
+	u, err := ProcessUsage(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}

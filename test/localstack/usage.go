@@ -25,10 +25,11 @@ func (s *Stack) Usage(name string) (Usage, error) {
 	if !ok {
 		return Usage{}, fmt.Errorf("%s is not running", name)
 	}
-	return processUsage(p.cmd.Process.Pid)
+	return ProcessUsage(p.cmd.Process.Pid)
 }
 
-func processUsage(pid int) (Usage, error) {
+// ProcessUsage reads from /proc the peak memory and the CPU time of the process pid.
+func ProcessUsage(pid int) (Usage, error) {
 	var u Usage
 	status, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {

@@ -1,10 +1,8 @@
 package disruption
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 	simulation "github.com/tailor-autoscaler/tailor/provisioner/simulate"
+	"github.com/tailor-autoscaler/tailor/test/benchout"
 )
 
 // growthPoint is one row of the consolidation growth curve, as make bench-consolidation
@@ -89,18 +88,7 @@ func BenchmarkConsolidationGrowth(b *testing.B) {
 	for _, r := range rows {
 		fmt.Printf("%-8s %6d %6d %10.2f %10.3f %10.3f %9.3f %12.2f %7d %9d %8.3f %11d\n", r.Workload, r.Nodes, r.Pods, r.FirstDecisionSeconds, r.LaterPassSeconds, r.MaxLaterPassSeconds, r.MaxPassSeconds, r.MaxDecisionSeconds, r.Passes, r.Decisions, r.CostVsFresh, r.MovedTwice)
 	}
-	if path := os.Getenv("BENCH_JSON"); path != "" {
-		raw, err := json.MarshalIndent(rows, "", "  ")
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			b.Fatal(err)
-		}
-		if err := os.WriteFile(path, append(raw, '\n'), 0o644); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchout.Write(b, rows)
 }
 
 // podsPerNode is about how many pods of each workload make a node once two of three are

@@ -62,11 +62,12 @@ func (p *pacer) over() bool {
 }
 
 // planWork is a plan being made, on the view c it began on. A plan grows the set of nodes
-// to take away in candidate order: a node joins when its pods still fit and the set saves
-// no less with it. A node that saves nothing alone may save with others (nodes each running
-// one GPU pod, replaced by one larger node), so nodes are let in on a tie; the candidates
-// left out join per NodePool when that saves more; a last stage takes out again the nodes
-// let in on a tie that the set saves as much without.
+// to take away in candidate order, a block of candidates at a time (see block): a block
+// joins when its pods still fit and the set saves no less with it. A node that saves
+// nothing alone may save with others (nodes each running one GPU pod, replaced by one
+// larger node), so nodes are let in on a tie; the candidates left out join per NodePool
+// when that saves more; a last stage takes out again, a block at a time, the nodes let in
+// on a tie that the set saves as much without.
 type planWork struct {
 	c Cluster
 	// candidates are those weighed, in order; next is the first not weighed yet.

@@ -3,7 +3,6 @@ package provisioning
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -31,6 +30,7 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/metrics"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
+	"github.com/tailor-autoscaler/tailor/test/benchout"
 	"github.com/tailor-autoscaler/tailor/test/localstack"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
 	"github.com/tailor-autoscaler/tailor/test/workloads"
@@ -134,18 +134,7 @@ func BenchmarkBurstToNodeClaims(b *testing.B) {
 		fmt.Printf("%6d %6g %6d %11d %9d %10.2f %9.2f %10.2f %9.2f %9.2f %9.2f %13.0f %8.2f %6.2f %6.2f\n", r.Pods, r.KubeAPIQPS, r.KubeAPIBurst, r.NodeClaims, r.Unplanned, r.BatchSeconds, r.PlanSeconds, r.NodeClaimFirstSeconds, r.NodeClaimP50Seconds, r.NodeClaimP99Seconds, r.NodeClaimMaxSeconds, r.NodeClaimsPerSecond,
 			r.CPUSeconds["kube-apiserver"], r.CPUSeconds["etcd"], r.CPUSeconds["benchmark"])
 	}
-	if path := os.Getenv("BENCH_JSON"); path != "" {
-		raw, err := json.MarshalIndent(rows, "", "  ")
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			b.Fatal(err)
-		}
-		if err := os.WriteFile(path, append(raw, '\n'), 0o644); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchout.Write(b, rows)
 }
 
 // burst hands the pods over at once to a fresh provisioner whose client runs at qps, lets

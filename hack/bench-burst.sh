@@ -7,8 +7,4 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 cd "$TAILOR_ROOT"
-ensure_command python3 python3
-mkdir -p _output/bench
-BENCH_JSON="$TAILOR_ROOT/_output/bench/burst.json" \
-  go test -run '^$' -bench '^BenchmarkBurstToNodeClaims$' -benchtime 1x -timeout 1h ./provisioner/provisioning/
-log "wrote _output/bench/burst.json"
+go_bench_json burst BenchmarkBurstToNodeClaims ./provisioner/provisioning/ 1h

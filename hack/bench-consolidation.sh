@@ -9,8 +9,4 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 cd "$TAILOR_ROOT"
-ensure_command python3 python3
-mkdir -p _output/bench
-BENCH_JSON="$TAILOR_ROOT/_output/bench/consolidation.json" \
-  go test -run '^$' -bench '^BenchmarkConsolidationGrowth$' -benchtime 1x -timeout 6h ./provisioner/disruption/
-log "wrote _output/bench/consolidation.json"
+go_bench_json consolidation BenchmarkConsolidationGrowth ./provisioner/disruption/ 6h

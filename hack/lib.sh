@@ -110,6 +110,18 @@ ensure_command() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$pkg" >&2
 }
 
+# go_bench_json NAME BENCHMARK PACKAGE TIMEOUT runs one Go benchmark once, on the shared
+# workloads, with BENCH_JSON naming _output/bench/NAME.json, where it writes its figures
+# (package test/benchout).
+go_bench_json() {
+  local name=$1 bench=$2 pkg=$3 timeout=$4
+  ensure_command python3 python3
+  mkdir -p "$TAILOR_ROOT/_output/bench"
+  BENCH_JSON="$TAILOR_ROOT/_output/bench/$name.json" \
+    go test -run '^$' -bench "^$bench\$" -benchtime 1x -timeout "$timeout" "$pkg"
+  log "wrote _output/bench/$name.json"
+}
+
 # kube_ldflags stamps the Kubernetes version into binaries built from modules, which
 # otherwise report v0.0.0-master (kubectl and kwok refuse to parse that).
 kube_ldflags() {

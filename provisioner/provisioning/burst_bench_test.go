@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -123,7 +122,7 @@ func BenchmarkBurstToNodeClaims(b *testing.B) {
 	var rows []burstRow
 	for _, qps := range rates {
 		b.Run(fmt.Sprintf("pods=%d/qps=%g", pods, qps), func(b *testing.B) {
-			row := burst(b, in.Pods, source, qps)
+			row := burst(b, admin, in.Pods, source, qps)
 			rows = append(rows, row)
 			b.ReportMetric(row.NodeClaimP99Seconds, "p99-s")
 			b.ReportMetric(row.BatchSeconds, "batch-s")
@@ -138,8 +137,9 @@ func BenchmarkBurstToNodeClaims(b *testing.B) {
 }
 
 // burst hands the pods over at once to a fresh provisioner whose client runs at qps, lets
-// one batch plan them, and times each pod's NodeClaim. It deletes the NodeClaims after.
-func burst(b *testing.B, pods []*corev1.Pod, source poolInstanceTypes, qps float64) burstRow {
+// one batch plan them, and times each pod's NodeClaim. It deletes the NodeClaims after,
+// through admin.
+func burst(b *testing.B, admin client.Client, pods []*corev1.Pod, source poolInstanceTypes, qps float64) burstRow {
 	ctx := context.Background()
 	row := burstRow{Pods: len(pods), KubeAPIQPS: qps, KubeAPIBurst: int(qps * 1.5)}
 	limited := rest.CopyConfig(cfg)
@@ -172,7 +172,7 @@ func burst(b *testing.B, pods []*corev1.Pod, source poolInstanceTypes, qps float
 	for i, p := range pods {
 		subs[i] = Submission{Pod: p, Profile: "tailor-scheduler"}
 	}
-	planned := planSeconds(b)
+	planned := histogram(b, metrics.PlanSeconds).GetSampleSum()
 	procs := processes(b)
 	before := cpuSeconds(b, procs)
 	closed := time.Now()
@@ -181,7 +181,7 @@ func burst(b *testing.B, pods []*corev1.Pod, source poolInstanceTypes, qps float
 		b.Fatal(err)
 	}
 	row.BatchSeconds = time.Since(closed).Seconds()
-	row.PlanSeconds = planSeconds(b) - planned
+	row.PlanSeconds = histogram(b, metrics.PlanSeconds).GetSampleSum() - planned
 	row.CPUSeconds = cpuSeconds(b, procs)
 	for name, was := range before {
 		row.CPUSeconds[name] -= was
@@ -206,7 +206,7 @@ func burst(b *testing.B, pods []*corev1.Pod, source poolInstanceTypes, qps float
 	if span := row.NodeClaimMaxSeconds - row.NodeClaimFirstSeconds; span > 0 {
 		row.NodeClaimsPerSecond = float64(row.NodeClaims-1) / span
 	}
-	deleteNodeClaims(b, fastClient(b))
+	deleteNodeClaims(b, admin)
 	return row
 }
 
@@ -308,16 +308,6 @@ func deleteNodeClaims(b *testing.B, kube client.Client) {
 		}
 		return client.IgnoreNotFound(kube.Delete(ctx, nc))
 	})
-}
-
-// planSeconds is the time the process's provisioner has spent planning.
-func planSeconds(b *testing.B) float64 {
-	b.Helper()
-	m := &dto.Metric{}
-	if err := metrics.PlanSeconds.Write(m); err != nil {
-		b.Fatal(err)
-	}
-	return m.GetHistogram().GetSampleSum()
 }
 
 // createHook calls created with each object its client has created.

@@ -414,15 +414,11 @@ func (p *Provisioner) provisionGroup(ctx context.Context, subs []Submission, unb
 	now := p.clock.Now()
 	// The NodeClaims carrying the most pods go first: under a burst the API server takes a
 	// few hundred a second, and most pods then wait for fewer writes.
-	byPods := make([]int, len(plan.NewNodeClaims))
-	for i := range byPods {
-		byPods[i] = i
-	}
-	slices.SortStableFunc(byPods, func(a, b int) int {
-		return cmp.Compare(len(plan.NewNodeClaims[b].Pods), len(plan.NewNodeClaims[a].Pods))
+	slices.SortStableFunc(plan.NewNodeClaims, func(a, b packing.NewNodeClaim) int {
+		return cmp.Compare(len(b.Pods), len(a.Pods))
 	})
 	err = concurrently(ctx, len(plan.NewNodeClaims), func(ctx context.Context, i int) error {
-		planned := &plan.NewNodeClaims[byPods[i]]
+		planned := &plan.NewNodeClaims[i]
 		nc, err := p.createNodeClaim(ctx, planned, plannedSinceAnnotations(planned.Pods, takenBack, now), metrics.ReasonProvisioned)
 		if err != nil {
 			return err

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -75,7 +76,7 @@ func TestABatchPlansSoftNodeClaimsPodsAgainWhenThatIsCheaper(t *testing.T) {
 					})
 				}))
 			ctx := context.Background()
-			firstPlansBefore := firstPlans(t)
+			firstPlansBefore := histogram(t, metrics.PodFirstNodeClaimSeconds).GetSampleCount()
 			a := f.pod(t, "a", "1500m")
 			f.prov.Submit([]Submission{{Pod: a}})
 			if err := f.prov.Provision(ctx); err != nil {
@@ -154,21 +155,21 @@ func TestABatchPlansSoftNodeClaimsPodsAgainWhenThatIsCheaper(t *testing.T) {
 				t.Errorf("a %s event: %t, want %t", ReasonReplanned, replanned, tt.takenBack)
 			}
 			// Planned again or not, each pod's wait for its first NodeClaim counts once.
-			if n := firstPlans(t) - firstPlansBefore; n != 2 {
+			if n := histogram(t, metrics.PodFirstNodeClaimSeconds).GetSampleCount() - firstPlansBefore; n != 2 {
 				t.Errorf("%d waits for a first NodeClaim observed, want 2 (a and b once each)", n)
 			}
 		})
 	}
 }
 
-// firstPlans is how many waits for a first NodeClaim the process has observed.
-func firstPlans(t *testing.T) uint64 {
-	t.Helper()
+// histogram is what the process's histogram h has observed so far.
+func histogram(tb testing.TB, h prometheus.Histogram) *dto.Histogram {
+	tb.Helper()
 	m := &dto.Metric{}
-	if err := metrics.PodFirstNodeClaimSeconds.Write(m); err != nil {
-		t.Fatal(err)
+	if err := h.Write(m); err != nil {
+		tb.Fatal(err)
 	}
-	return m.GetHistogram().GetSampleCount()
+	return m.GetHistogram()
 }
 
 // TestReplanningSoftNodeClaimsRecoversAPiecemealBurst plans the diverse workload as its 149

@@ -51,5 +51,8 @@ fi
 } > "$etc/kwok-stages.yaml"
 
 log "building Tailor binaries"
+# tailor-scheduler-rejecting is tailor-scheduler with a filter the planner does not model, for
+# the tests of pods rejected on the nodes planned for them (test/rejectfilter).
 go build -o "$bin/" ./plugin/cmd/tailor-scheduler ./provisioner/cmd/tailor-provisioner \
-  ./provisioner/cmd/tailorctl ./test/localaws/cmd/tailor-local-aws ./test/localstack/cmd/tailor-dev
+  ./provisioner/cmd/tailorctl ./test/localaws/cmd/tailor-local-aws ./test/localstack/cmd/tailor-dev \
+  ./test/rejectfilter/cmd/tailor-scheduler-rejecting

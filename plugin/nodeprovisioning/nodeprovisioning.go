@@ -80,8 +80,9 @@ var (
 
 // provisioner is what the plugin needs from the provisioner sidecar. Submit must not block.
 type provisioner interface {
-	// Submit hands a pod over for provisioning.
-	Submit(pod *v1.Pod, rejections []*provisionerv1.Rejection, message, staleNode string)
+	// Submit hands a pod over for provisioning; stale is set when its planned node rejected
+	// it, naming that node and what rejected it there.
+	Submit(pod *v1.Pod, rejections []*provisionerv1.Rejection, message string, stale *provisionerv1.Rejection)
 	// Nomination returns where the pod is planned to land, once known.
 	Nomination(uid types.UID) (Nomination, bool)
 	// Held returns how many pods are nominated to the node and not bound yet.
@@ -185,13 +186,14 @@ func (pl *NodeProvisioning) PostFilter(ctx context.Context, _ fwk.CycleState, po
 		}
 		pl.stopWaiting(pod.UID)
 		pl.provisioner.Forget(pod.UID)
-		if status := pl.submit(ctx, pod, m, n.NodeName); status != nil {
+		stale := staleRejection(n.NodeName, m.Get(n.NodeName))
+		if status := pl.submit(ctx, pod, m, stale); status != nil {
 			return nil, status
 		}
-		logger.V(2).Info("Planned node rejected the pod; provisioning again", "pod", klog.KObj(pod), "node", n.NodeName)
-		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: node %s of NodeClaim %s cannot take the pod; provisioning again", Name, n.NodeName, n.NodeClaim))
+		logger.V(2).Info("Planned node rejected the pod; handing it back to the provisioner", "pod", klog.KObj(pod), "node", n.NodeName, "plugin", stale.Plugin, "reason", stale.Reason)
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: node %s of NodeClaim %s cannot take the pod (%s: %s); the provisioner backs off before planning it again", Name, n.NodeName, n.NodeClaim, stale.Plugin, stale.Reason))
 	}
-	if status := pl.submit(ctx, pod, m, ""); status != nil {
+	if status := pl.submit(ctx, pod, m, nil); status != nil {
 		return nil, status
 	}
 	logger.V(4).Info("Handed pod to the provisioner", "pod", klog.KObj(pod))
@@ -231,16 +233,21 @@ func (pl *NodeProvisioning) stopWaiting(uid types.UID) {
 	delete(pl.waitingSince, uid)
 }
 
+// staleRejection is what the pod's planned node said of it.
+func staleRejection(node string, st *fwk.Status) *provisionerv1.Rejection {
+	return &provisionerv1.Rejection{Plugin: st.Plugin(), Reason: strings.Join(st.Reasons(), ", "), Unresolvable: st.Code() == fwk.UnschedulableAndUnresolvable, NodeCount: 1, Nodes: []string{node}}
+}
+
 // submit hands the pod over with the filter results of every node; it returns a status
 // only when the nodes cannot be listed.
-func (pl *NodeProvisioning) submit(ctx context.Context, pod *v1.Pod, m framework.NodeToStatusReader, staleNode string) *fwk.Status {
+func (pl *NodeProvisioning) submit(ctx context.Context, pod *v1.Pod, m framework.NodeToStatusReader, stale *provisionerv1.Rejection) *fwk.Status {
 	nodes, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
 		return fwk.AsStatus(fmt.Errorf("listing nodes: %w", err))
 	}
 	rejected := rejections(nodes, m)
 	pl.logMissedRoom(ctx, pod, nodes, m)
-	pl.provisioner.Submit(pod, rejected, summary(len(nodes), rejected), staleNode)
+	pl.provisioner.Submit(pod, rejected, summary(len(nodes), rejected), stale)
 	return nil
 }
 

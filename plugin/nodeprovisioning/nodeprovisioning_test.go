@@ -38,11 +38,11 @@ type submitted struct {
 	Pod        string
 	Rejections []*provisionerv1.Rejection
 	Message    string
-	StaleNode  string
+	Stale      *provisionerv1.Rejection
 }
 
-func (f *fakeProvisioner) Submit(pod *v1.Pod, rejections []*provisionerv1.Rejection, message, staleNode string) {
-	f.submitted = append(f.submitted, submitted{Pod: pod.Name, Rejections: rejections, Message: message, StaleNode: staleNode})
+func (f *fakeProvisioner) Submit(pod *v1.Pod, rejections []*provisionerv1.Rejection, message string, stale *provisionerv1.Rejection) {
+	f.submitted = append(f.submitted, submitted{Pod: pod.Name, Rejections: rejections, Message: message, Stale: stale})
 }
 
 func (f *fakeProvisioner) Nomination(uid types.UID) (Nomination, bool) {
@@ -69,11 +69,12 @@ func TestPostFilter(t *testing.T) {
 	antiAffinityStatus := fwk.NewStatus(fwk.Unschedulable, "node(s) didn't match pod anti-affinity rules").WithPlugin("InterPodAffinity")
 	nomination := Nomination{NodeName: "ip-10-0-0-1.ec2.internal", NodeClaim: "general-abcde"}
 	stale := func(status *fwk.Status) []submitted {
+		rejection := &provisionerv1.Rejection{Plugin: status.Plugin(), Reason: status.Message(), Unresolvable: status.Code() == fwk.UnschedulableAndUnresolvable, NodeCount: 1, Nodes: []string{"ip-10-0-0-1.ec2.internal"}}
 		return []submitted{{
 			Pod:        "web-0",
-			Rejections: []*provisionerv1.Rejection{{Plugin: status.Plugin(), Reason: status.Message(), Unresolvable: status.Code() == fwk.UnschedulableAndUnresolvable, NodeCount: 1, Nodes: []string{"ip-10-0-0-1.ec2.internal"}}},
+			Rejections: []*provisionerv1.Rejection{rejection},
 			Message:    fmt.Sprintf("0/1 nodes are available: 1 node(s): %s (%s)", status.Message(), status.Plugin()),
-			StaleNode:  "ip-10-0-0-1.ec2.internal",
+			Stale:      rejection,
 		}}
 	}
 
@@ -131,12 +132,12 @@ func TestPostFilter(t *testing.T) {
 			nodes:       []*v1.Node{plannedReady},
 			statuses:    map[string]*fwk.Status{plannedReady.Name: cpuStatus},
 			nominations: map[types.UID]Nomination{"uid-0": nomination},
-			wantStatus:  fwk.NewStatus(fwk.Unschedulable, "NodeProvisioning: node ip-10-0-0-1.ec2.internal of NodeClaim general-abcde cannot take the pod; provisioning again"),
+			wantStatus:  fwk.NewStatus(fwk.Unschedulable, "NodeProvisioning: node ip-10-0-0-1.ec2.internal of NodeClaim general-abcde cannot take the pod (NodeResourcesFit: Insufficient cpu); the provisioner backs off before planning it again"),
 			wantSubmitted: []submitted{{
 				Pod:        "web-0",
 				Rejections: []*provisionerv1.Rejection{{Plugin: "NodeResourcesFit", Reason: "Insufficient cpu", NodeCount: 1, Nodes: []string{"ip-10-0-0-1.ec2.internal"}}},
 				Message:    "0/1 nodes are available: 1 node(s): Insufficient cpu (NodeResourcesFit)",
-				StaleNode:  "ip-10-0-0-1.ec2.internal",
+				Stale:      &provisionerv1.Rejection{Plugin: "NodeResourcesFit", Reason: "Insufficient cpu", NodeCount: 1, Nodes: []string{"ip-10-0-0-1.ec2.internal"}},
 			}},
 			wantForgotten: []types.UID{"uid-0"},
 		},
@@ -161,7 +162,7 @@ func TestPostFilter(t *testing.T) {
 			nodes:         []*v1.Node{plannedReady},
 			statuses:      map[string]*fwk.Status{plannedReady.Name: antiAffinityStatus},
 			nominations:   map[types.UID]Nomination{"uid-0": nomination},
-			wantStatus:    fwk.NewStatus(fwk.Unschedulable, "NodeProvisioning: node ip-10-0-0-1.ec2.internal of NodeClaim general-abcde cannot take the pod; provisioning again"),
+			wantStatus:    fwk.NewStatus(fwk.Unschedulable, "NodeProvisioning: node ip-10-0-0-1.ec2.internal of NodeClaim general-abcde cannot take the pod (InterPodAffinity: node(s) didn't match pod anti-affinity rules); the provisioner backs off before planning it again"),
 			wantSubmitted: stale(antiAffinityStatus),
 			wantForgotten: []types.UID{"uid-0"},
 		},
@@ -170,7 +171,7 @@ func TestPostFilter(t *testing.T) {
 			nodes:         []*v1.Node{plannedReady},
 			statuses:      map[string]*fwk.Status{plannedReady.Name: spreadLabelStatus},
 			nominations:   map[types.UID]Nomination{"uid-0": nomination},
-			wantStatus:    fwk.NewStatus(fwk.Unschedulable, "NodeProvisioning: node ip-10-0-0-1.ec2.internal of NodeClaim general-abcde cannot take the pod; provisioning again"),
+			wantStatus:    fwk.NewStatus(fwk.Unschedulable, "NodeProvisioning: node ip-10-0-0-1.ec2.internal of NodeClaim general-abcde cannot take the pod (PodTopologySpread: node(s) didn't match pod topology spread constraints (missing required label)); the provisioner backs off before planning it again"),
 			wantSubmitted: stale(spreadLabelStatus),
 			wantForgotten: []types.UID{"uid-0"},
 		},
@@ -283,13 +284,13 @@ func TestAWaitForThePlanThatCannotEndIsPlannedAgain(t *testing.T) {
 		t.Fatalf("activated once the limit passed (-want +got):\n%s", diff)
 	}
 	_, status := pl.PostFilter(ctx, nil, pod, statuses)
-	if diff := cmp.Diff("NodeProvisioning: node ip-10-0-0-1.ec2.internal of NodeClaim general-abcde cannot take the pod; provisioning again", status.Message()); diff != "" {
+	if diff := cmp.Diff("NodeProvisioning: node ip-10-0-0-1.ec2.internal of NodeClaim general-abcde cannot take the pod (PodTopologySpread: node(s) didn't match pod topology spread constraints); the provisioner backs off before planning it again", status.Message()); diff != "" {
 		t.Errorf("past the limit (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]types.UID{"uid-0"}, prov.forgotten); diff != "" {
 		t.Errorf("forgotten (-want +got):\n%s", diff)
 	}
-	if len(prov.submitted) != 1 || prov.submitted[0].StaleNode != plannedReady.Name {
+	if len(prov.submitted) != 1 || prov.submitted[0].Stale.GetNodes()[0] != plannedReady.Name {
 		t.Errorf("submitted %+v, want the pod once with its planned node stale", prov.submitted)
 	}
 }

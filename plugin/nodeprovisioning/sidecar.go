@@ -88,18 +88,19 @@ func newSidecar(client provisionerv1.ProvisionerClient, opts sidecarOptions) *si
 }
 
 // Submit queues the pod for the sidecar. It never blocks on the network.
-func (s *sidecar) Submit(pod *v1.Pod, rejections []*provisionerv1.Rejection, message, staleNode string) {
+func (s *sidecar) Submit(pod *v1.Pod, rejections []*provisionerv1.Rejection, message string, stale *provisionerv1.Rejection) {
 	raw, err := pod.Marshal()
 	if err != nil {
 		klog.Background().Error(err, "Encoding pod for the provisioner", "pod", klog.KObj(pod))
 		return
 	}
+	sub := &provisionerv1.UnschedulablePod{Pod: raw, Rejections: rejections, Message: message}
+	if stale != nil && len(stale.Nodes) > 0 {
+		sub.StaleNode, sub.StaleNodeRejection = stale.Nodes[0], stale
+	}
 	s.mu.Lock()
 	delete(s.handedOff, pod.UID)
-	s.queued[pod.UID] = &submission{
-		pod:     &provisionerv1.UnschedulablePod{Pod: raw, Rejections: rejections, Message: message, StaleNode: staleNode},
-		profile: pod.Spec.SchedulerName,
-	}
+	s.queued[pod.UID] = &submission{pod: sub, profile: pod.Spec.SchedulerName}
 	s.mu.Unlock()
 	select {
 	case s.wake <- struct{}{}:

@@ -36,8 +36,9 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/leader"
 )
 
-// NewCommand returns the tailor-scheduler command.
-func NewCommand() *cobra.Command {
+// NewCommand returns the tailor-scheduler command; extra registers plugins beyond Tailor's
+// own (the tests' fault plugins).
+func NewCommand(extra ...app.Option) *cobra.Command {
 	scheme.AddToScheduler()
 	opts := options.NewOptions()
 	cmd := &cobra.Command{
@@ -46,7 +47,7 @@ func NewCommand() *cobra.Command {
 		// Feature gates are set before anything reads them.
 		PersistentPreRunE: func(*cobra.Command, []string) error { return opts.ComponentGlobalsRegistry.Set() },
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return run(cmd, opts)
+			return run(cmd, opts, extra)
 		},
 		Args: cobra.NoArgs,
 	}
@@ -61,7 +62,7 @@ func NewCommand() *cobra.Command {
 	return cmd
 }
 
-func run(cmd *cobra.Command, opts *options.Options) error {
+func run(cmd *cobra.Command, opts *options.Options, extra []app.Option) error {
 	verflag.PrintAndExitIfRequested()
 	gates := opts.ComponentGlobalsRegistry.FeatureGateFor(basecompatibility.DefaultKubeComponent)
 	if err := logsapi.ValidateAndApply(opts.Logs, gates); err != nil {
@@ -71,10 +72,12 @@ func run(cmd *cobra.Command, opts *options.Options) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cc, sched, err := app.Setup(ctx, opts,
+	plugins := append([]app.Option{
 		app.WithPlugin(nodeprovisioning.Name, nodeprovisioning.New),
 		app.WithPlugin(coscheduling.Name, coscheduling.New),
-		app.WithPlugin(capacityscheduling.Name, capacityscheduling.New))
+		app.WithPlugin(capacityscheduling.Name, capacityscheduling.New),
+	}, extra...)
+	cc, sched, err := app.Setup(ctx, opts, plugins...)
 	if err != nil {
 		return err
 	}

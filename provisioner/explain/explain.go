@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +21,7 @@ import (
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	karpv1alpha1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1alpha1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+	"github.com/tailor-autoscaler/tailor/provisioner/launchlimit"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
 	"github.com/tailor-autoscaler/tailor/provisioner/overlay"
 )
@@ -55,8 +57,34 @@ type Explanation struct {
 	// although a NodePool could take it: its gang does not fit whole, or its quota would
 	// not admit it.
 	Withheld *Withheld
+	// CapacityRejected is the launch limit's condition on the pod, if any: the scheduler
+	// rejected the pod on capacity planned for it.
+	CapacityRejected *CapacityRejected
 	// NodeClaim is the NodeClaim the pod is planned onto, if any.
 	NodeClaim *NodeClaim
+}
+
+// CapacityRejected is the launch limit's pod condition (launchlimit.PodCondition).
+type CapacityRejected struct {
+	// Held is true while no capacity is launched for the pod: it backs off (Reason
+	// BackingOff) or reached its limit (LaunchLimitReached).
+	Held bool
+	// Reason and Message are the condition's; the message opens with "planned capacity did
+	// not fit: <plugin>: <reason>".
+	Reason, Message string
+	// Since is when the condition last changed.
+	Since time.Time
+}
+
+// Cause is what rejected the pod on its planned capacity: the message's opening clause.
+func (c *CapacityRejected) Cause() string {
+	cause := c.Message
+	for _, sep := range []string{" (node ", "; "} {
+		if i := strings.Index(cause, sep); i >= 0 {
+			cause = cause[:i]
+		}
+	}
+	return cause
 }
 
 // Withheld is why the provisioner launches nothing for a pod a NodePool could take.
@@ -110,6 +138,11 @@ func Explain(ctx context.Context, c client.Reader, namespace, name string) (*Exp
 		Phase:             pod.Status.Phase,
 		NodeName:          pod.Spec.NodeName,
 		NominatedNodeName: pod.Status.NominatedNodeName,
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == launchlimit.PodCondition {
+			ex.CapacityRejected = &CapacityRejected{Held: c.Status == corev1.ConditionTrue, Reason: c.Reason, Message: c.Message, Since: c.LastTransitionTime.Time}
+		}
 	}
 
 	events := &corev1.EventList{}

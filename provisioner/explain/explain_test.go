@@ -20,6 +20,7 @@ import (
 	karpv1alpha1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1alpha1"
 	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+	"github.com/tailor-autoscaler/tailor/provisioner/launchlimit"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
 )
@@ -211,6 +212,32 @@ func TestExplainWithheldPods(t *testing.T) {
 			renderGolden(t, c.golden, got)
 		})
 	}
+}
+
+// TestExplainPodRejectedOnItsPlannedCapacity reads a pod the scheduler rejected on the node
+// planned for it, held back at its launch limit.
+func TestExplainPodRejectedOnItsPlannedCapacity(t *testing.T) {
+	ctx := context.Background()
+	pod := createPod(t, ctx, "gpu-0")
+	since := time.Date(2026, 12, 2, 2, 41, 7, 0, time.UTC)
+	message := "planned capacity did not fit: DynamicResources: cannot allocate all claims (node ip-10-0-3-7.ec2.internal of NodeClaim gpu-x7k2p); " +
+		"3 of 3 launches rejected (--launch-limit-per-pod): nothing more is launched for this pod until it, its NodePools or its claims change"
+	pod.Status.Conditions = []corev1.PodCondition{{Type: launchlimit.PodCondition, Status: corev1.ConditionTrue, Reason: "LaunchLimitReached", Message: message, LastTransitionTime: metav1.NewTime(since)}}
+	if err := kube.Status().Update(ctx, pod); err != nil {
+		t.Fatalf("updating pod status: %v", err)
+	}
+	createEvent(t, ctx, pod, "FailedScheduling", "0/4 nodes are available: 1 node(s) had untolerated taint {CriticalAddonsOnly: true}, 3 cannot allocate all claims. preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling., NodeProvisioning: waiting for the provisioner to plan a node.", time.Now(), 9)
+	got, err := Explain(ctx, kube, "default", "gpu-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(&CapacityRejected{Held: true, Reason: "LaunchLimitReached", Message: message, Since: since}, got.CapacityRejected); diff != "" {
+		t.Errorf("CapacityRejected (-want +got):\n%s", diff)
+	}
+	if want := "pending: planned capacity did not fit: DynamicResources: cannot allocate all claims; nothing more is launched for it until it, its NodePools or its claims change (below)"; got.Verdict() != want {
+		t.Errorf("Verdict() = %q, want %q", got.Verdict(), want)
+	}
+	renderGolden(t, "rejected.golden", got)
 }
 
 func TestExplainMissingPod(t *testing.T) {

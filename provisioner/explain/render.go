@@ -4,7 +4,12 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 )
+
+// launchLimitReached is the launch limit's condition reason for a pod past its limit
+// (provisioning.ReasonLaunchLimitReached).
+const launchLimitReached = "LaunchLimitReached"
 
 // Verdict is one sentence on where the pod stands.
 func (ex *Explanation) Verdict() string {
@@ -20,6 +25,10 @@ func (ex *Explanation) Verdict() string {
 		return fmt.Sprintf("planned onto NodeClaim %s; waiting for node %s to initialize (Ready, startup taints removed)", nc.Name, nc.NodeName)
 	case nc != nil:
 		return fmt.Sprintf("planned onto NodeClaim %s, whose node %s is ready; waiting for the scheduler to bind it", nc.Name, nc.NodeName)
+	case ex.CapacityRejected != nil && ex.CapacityRejected.Held && ex.CapacityRejected.Reason == launchLimitReached:
+		return "pending: " + ex.CapacityRejected.Cause() + "; nothing more is launched for it until it, its NodePools or its claims change (below)"
+	case ex.CapacityRejected != nil && ex.CapacityRejected.Held:
+		return "pending: " + ex.CapacityRejected.Cause() + "; the provisioner waits before it plans a node for it again (below)"
 	case ex.Withheld != nil && ex.Withheld.Reason == ReasonGangNotProvisioned:
 		return "pending: its gang does not fit whole, so no node is launched for any of its pods (reason below)"
 	case ex.Withheld != nil:
@@ -67,6 +76,13 @@ func Render(w io.Writer, ex *Explanation) error {
 		if p.ExistingNodes != "" {
 			fmt.Fprintf(&b, "  existing nodes: %s\n", p.ExistingNodes)
 		}
+	}
+	if c := ex.CapacityRejected; c != nil {
+		state := "planned again"
+		if c.Held {
+			state = "held back"
+		}
+		fmt.Fprintf(&b, "\nProvisioner: %s, %s since %s\n  %s\n", c.Reason, state, c.Since.UTC().Format(time.RFC3339), c.Message)
 	}
 	if w := ex.Withheld; w != nil {
 		fmt.Fprintf(&b, "\nProvisioner: %s (%s)\n  %s\n", w.Reason, times(w.Count), w.Message)

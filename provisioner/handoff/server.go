@@ -144,6 +144,7 @@ func submissions(req *provisionerv1.SubmitPodsRequest) ([]provisioning.Submissio
 		}
 		subs = append(subs, provisioning.Submission{
 			Pod: pod, Profile: req.GetProfile(), NodePools: sel, StaleNode: p.GetStaleNode(), SchedulerMessage: p.GetMessage(),
+			StaleRejection: provisioning.StaleRejection{Plugin: p.GetStaleNodeRejection().GetPlugin(), Reason: p.GetStaleNodeRejection().GetReason()},
 		})
 	}
 	return subs, nil

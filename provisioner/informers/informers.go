@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/launchlimit"
 )
 
 // CacheOptions are the settings of the sidecar's cache that decide what it holds; the
@@ -44,7 +45,7 @@ var podAnnotations = []string{karpv1.DoNotDisruptAnnotationKey, corev1.MirrorPod
 // Pod cuts a pod down to what Tailor reads: its metadata without managed fields and with
 // only the annotations it reads, the phase and readiness, and of the spec what the planner simulates the
 // scheduler's filters with (requests, host ports, node selector and affinity, tolerations,
-// topology spread, claimed volumes), what the drain reads (priority class, termination
+// topology spread, claimed volumes, resource claims), what the drain reads (priority class, termination
 // grace period) and what early intake reads (scheduler name, scheduling gates, priority
 // and preemption policy). Anything else is cleared. The pod is changed in place: an informer's
 // transform sees each object first.
@@ -73,19 +74,26 @@ func Pod(obj any) (any, error) {
 		Overhead:                      s.Overhead,
 		TopologySpreadConstraints:     s.TopologySpreadConstraints,
 		Resources:                     requestsOnly(s.Resources),
+		ResourceClaims:                s.ResourceClaims,
 	}
-	pod.Status = corev1.PodStatus{Phase: pod.Status.Phase, Conditions: readyOnly(pod.Status.Conditions)}
+	pod.Status = corev1.PodStatus{Phase: pod.Status.Phase, Conditions: readConditions(pod.Status.Conditions), ResourceClaimStatuses: pod.Status.ResourceClaimStatuses}
 	return pod, nil
 }
 
-// readyOnly keeps of a pod's conditions its Ready condition, which the pod metrics read.
-func readyOnly(in []corev1.PodCondition) []corev1.PodCondition {
+// readConditions keeps of a pod's conditions those Tailor reads: Ready, which the pod
+// metrics read (its status alone), and the launch limit's, which a restarted provisioner
+// reads to keep a pod at its limit (whole).
+func readConditions(in []corev1.PodCondition) []corev1.PodCondition {
+	var out []corev1.PodCondition
 	for _, c := range in {
-		if c.Type == corev1.PodReady {
-			return []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
+		switch c.Type {
+		case corev1.PodReady:
+			out = append(out, corev1.PodCondition{Type: c.Type, Status: c.Status})
+		case launchlimit.PodCondition:
+			out = append(out, c)
 		}
 	}
-	return nil
+	return out
 }
 
 // containers keeps of each container what the scheduler counts: its requests, its host

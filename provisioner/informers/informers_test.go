@@ -18,6 +18,7 @@ import (
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/informers"
+	"github.com/tailor-autoscaler/tailor/provisioner/launchlimit"
 )
 
 // Fates of a field under a transform.
@@ -132,7 +133,7 @@ func TestTransformsDecideEveryField(t *testing.T) {
 		"schedulerName": kept, "hostAliases": dropped, "priority": kept, "dnsConfig": dropped,
 		"readinessGates": dropped, "runtimeClassName": dropped, "enableServiceLinks": dropped, "preemptionPolicy": kept,
 		"setHostnameAsFQDN": dropped, "os": dropped, "hostUsers": dropped, "schedulingGates": kept,
-		"resourceClaims": dropped, "hostnameOverride": dropped,
+		"resourceClaims": kept, "hostnameOverride": dropped,
 	} {
 		wantPod["spec."+f] = fate
 	}
@@ -161,10 +162,11 @@ func TestTransformsDecideEveryField(t *testing.T) {
 	wantPod["spec.volumes[].ephemeral"] = kept
 	for _, f := range []string{"observedGeneration", "conditions", "message", "reason", "nominatedNodeName", "hostIP", "hostIPs",
 		"podIP", "podIPs", "startTime", "initContainerStatuses", "containerStatuses", "qosClass", "ephemeralContainerStatuses",
-		"resize", "resourceClaimStatuses", "extendedResourceClaimStatus"} {
+		"resize", "extendedResourceClaimStatus"} {
 		wantPod["status."+f] = dropped
 	}
 	wantPod["status.phase"] = kept
+	wantPod["status.resourceClaimStatuses"] = kept
 
 	wantNode := metadata("metadata.", kept)
 	for _, f := range []string{"podCIDR", "podCIDRs", "providerID", "unschedulable", "taints", "configSource", "externalID"} {
@@ -312,6 +314,18 @@ func TestPodTransform(t *testing.T) {
 			}}},
 			want: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{
 				karpv1.DoNotDisruptAnnotationKey: "true", corev1.MirrorPodAnnotationKey: "abc",
+			}}},
+		},
+		{
+			name: "of the conditions, Ready's status and the launch limit's whole stay",
+			pod: &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{
+				{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable"},
+				{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady"},
+				{Type: launchlimit.PodCondition, Status: corev1.ConditionTrue, Reason: "LaunchLimitReached", Message: "planned capacity did not fit: DynamicResources: cannot allocate all claims"},
+			}}},
+			want: &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{
+				{Type: corev1.PodReady, Status: corev1.ConditionFalse},
+				{Type: launchlimit.PodCondition, Status: corev1.ConditionTrue, Reason: "LaunchLimitReached", Message: "planned capacity did not fit: DynamicResources: cannot allocate all claims"},
 			}}},
 		},
 		{

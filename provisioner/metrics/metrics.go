@@ -20,6 +20,14 @@ const (
 	LabelReason       = "reason"
 	LabelResult       = "result"
 	LabelResource     = "resource"
+	LabelPlugin       = "plugin"
+	LabelState        = "state"
+)
+
+// States of pods held back by the launch limit.
+const (
+	HeldBackingOff = "backing_off"
+	HeldLimited    = "limit_reached"
 )
 
 // Results of planning a pod.
@@ -101,6 +109,18 @@ var (
 		Namespace: namespace, Subsystem: "nodes", Name: "repaired_total",
 		Help: "Nodes replaced because a condition stayed unhealthy past its toleration, by NodePool and condition (Type=Status).",
 	}, []string{LabelNodePool, "condition"})
+	// PlannedCapacityRejections counts pods the scheduler rejected on the node planned for
+	// them, by the filter plugin that rejected them.
+	PlannedCapacityRejections = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: "provisioner", Name: "planned_capacity_rejections_total",
+		Help: "Pods the scheduler rejected on the node planned for them, by the filter plugin that rejected them.",
+	}, []string{LabelPlugin})
+	// PodsHeldBack counts the pods the launch limit holds back, by state: backing off before
+	// they are planned again, or at their limit until they change.
+	PodsHeldBack = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Subsystem: "provisioner", Name: "pods_held_back",
+		Help: "Pods the scheduler rejected on capacity planned for them that get no new capacity for now, by state: backing_off (planned again once their wait has passed) or limit_reached (nothing more is launched for them until they, their NodePools or their claims change).",
+	}, []string{LabelState})
 	// GRPC measures the gRPC API the scheduler plugin calls: requests, codes, latency.
 	GRPC = grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
 		grpcprom.WithHistogramBuckets(prometheus.ExponentialBuckets(0.0005, 2, 14)),
@@ -111,6 +131,6 @@ func init() {
 	crmetrics.Registry.MustRegister(
 		PodsQueued, PodBoundSeconds, PodFirstNodeClaimSeconds, PlanSeconds, PlannedPods,
 		NodeClaimsCreated, NodeClaimsReplanned, NodeClaimsLaunched, NodeClaimsRegistered, NodeClaimsInitialized, LaunchErrors, NodeClaimsDisrupted, NodeRepairs,
-		GRPC,
+		PlannedCapacityRejections, PodsHeldBack, GRPC,
 	)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws"
 	"github.com/tailor-autoscaler/tailor/provisioner/disruption"
 	"github.com/tailor-autoscaler/tailor/provisioner/handoff"
+	"github.com/tailor-autoscaler/tailor/provisioner/launchlimit"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/repair"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 	"github.com/tailor-autoscaler/tailor/provisioner/provisioning"
@@ -42,6 +43,9 @@ func BindFlags(fs *flag.FlagSet) *Options {
 	fs.BoolVar(&opts.ElasticQuotas, "elastic-quotas", false, "The scheduler profile enables CapacityScheduling: launch nothing for a pod its namespace's ElasticQuota (scheduling.x-k8s.io/v1alpha1) would not admit, and say so in an OverQuota event.")
 	fs.BoolVar(&opts.EarlyIntake, "early-intake", true, "Plan pods of a scheduler profile as soon as they are created, before the scheduler has tried them (it may take minutes to reach the last pods of a burst); pods that fit the existing nodes are left to the scheduler. The profile's NodePools are learnt from the scheduler's first submission.")
 	fs.DurationVar(&opts.ReplanWindow, "replan-window", provisioning.DefaultReplanWindow, "How long after a NodeClaim was created a later batch may take it back, while its node has not registered, and plan its pods again with its own onto cheaper capacity; a pod is planned again for ten such windows at most. 0 never does.")
+	fs.IntVar(&opts.LaunchLimit.PerPod, "launch-limit-per-pod", launchlimit.DefaultPerPod, "Launches a pod may get whose node the scheduler then rejected it on (a filter the planner does not model, a device never published): past it nothing more is launched for the pod until it, its NodePools or its claims change.")
+	fs.IntVar(&opts.LaunchLimit.PerGroup, "launch-limit-per-group", launchlimit.DefaultPerGroup, "The same for a group of identical pods (one controller, the same constraints), whose pods share their launches, so that a controller that keeps creating pods does not start afresh; a pod of the group landing on capacity planned for it resets the count.")
+	fs.DurationVar(&opts.LaunchLimit.Backoff, "launch-backoff", launchlimit.DefaultBackoff, "How long a pod the scheduler rejected on the node planned for it waits before it is planned again; doubled after each next rejection, up to 10m.")
 	fs.DurationVar(&opts.MovedPodsHold, "moved-pods-hold", time.Hour, "How long consolidation leaves the pods it moved where they landed: nodes holding them are not consolidated meanwhile, so no pod moves twice in a row. 0 disables the hold.")
 	fs.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", "Listen address of the metrics endpoint; 0 disables it.")
 	fs.StringVar(&opts.HealthAddr, "health-probe-bind-address", ":8081", "Listen address of /healthz and /readyz.")

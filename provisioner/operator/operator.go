@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"time"
@@ -47,6 +48,7 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/handoff"
 	"github.com/tailor-autoscaler/tailor/provisioner/informers"
 	"github.com/tailor-autoscaler/tailor/provisioner/interruption"
+	"github.com/tailor-autoscaler/tailor/provisioner/launchlimit"
 	"github.com/tailor-autoscaler/tailor/provisioner/leader"
 	"github.com/tailor-autoscaler/tailor/provisioner/metrics"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
@@ -91,6 +93,9 @@ type Options struct {
 	MovedPodsHold time.Duration
 	// ReplanWindow is how long after pods were planned a later batch may plan them again.
 	ReplanWindow time.Duration
+	// LaunchLimit bounds the launches for pods the scheduler rejects on the nodes planned
+	// for them; its clock is the sidecar's and its MaxBackoff launchlimit's default.
+	LaunchLimit launchlimit.Options
 	// EarlyIntake plans pods as they are created, before the scheduler has tried them.
 	EarlyIntake bool
 	// ElasticQuotas admits pods by their namespaces' ElasticQuotas, as CapacityScheduling
@@ -206,8 +211,16 @@ func (o *Options) Validate() error {
 	if o.MinValuesPolicy != MinValuesStrict && o.MinValuesPolicy != MinValuesBestEffort {
 		errs = append(errs, fmt.Errorf("--min-values-policy (%q) must be %s or %s", o.MinValuesPolicy, MinValuesStrict, MinValuesBestEffort))
 	}
-	errs = append(errs, o.GarbageCollection.Validate())
+	errs = append(errs, o.launchLimit(clock.RealClock{}).Validate(), o.GarbageCollection.Validate())
 	return errors.Join(errs...)
+}
+
+// launchLimit is the launch limit's options, on clk: the flags set the limits and the first
+// wait; the waits double up to launchlimit's cap, or the first wait when that is longer.
+func (o *Options) launchLimit(clk clock.PassiveClock) launchlimit.Options {
+	l := o.LaunchLimit
+	l.Clock, l.MaxBackoff = clk, max(launchlimit.DefaultMaxBackoff, l.Backoff)
+	return l
 }
 
 // Run starts the sidecar and blocks until ctx ends.
@@ -280,7 +293,11 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	})); err != nil {
 		return fmt.Errorf("adding the NodeOverlay check: %w", err)
 	}
-	prov := provisioning.New(mgr.GetClient(), measured.New(planned, metrics.ControllerProvisioner), tracker, batches, recorder, provisioning.Options{Clock: clk, ReplanWindow: opts.ReplanWindow, EarlyIntake: opts.EarlyIntake, MinValuesPolicy: packing.MinValuesPolicy(opts.MinValuesPolicy),
+	launches, err := launchlimit.New(opts.launchLimit(clk))
+	if err != nil {
+		return err
+	}
+	prov := provisioning.New(mgr.GetClient(), measured.New(planned, metrics.ControllerProvisioner), tracker, batches, recorder, provisioning.Options{Clock: clk, Launches: launches, ReplanWindow: opts.ReplanWindow, EarlyIntake: opts.EarlyIntake, MinValuesPolicy: packing.MinValuesPolicy(opts.MinValuesPolicy),
 		Gangs: gang.PodGroups{Client: mgr.GetAPIReader()}, Quotas: elasticQuotas(opts, mgr), StaticCapacity: opts.FeatureGates.Enabled(GateStaticCapacity)})
 	disruptionOpts := disruption.ControllerOptions{
 		Options: disruption.DefaultOptions, Interval: opts.DisruptionInterval, MinNodeAge: opts.BatchMax, ReplacementTimeout: 10 * time.Minute,
@@ -340,6 +357,9 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}
 	if err := prov.RegisterGangRetry(mgr); err != nil {
 		return fmt.Errorf("registering controller: %w", err)
+	}
+	if err := replanOnNodePoolChanges(ctx, mgr, prov); err != nil {
+		return err
 	}
 	if err := forgetBoundPods(ctx, mgr, prov, clk); err != nil {
 		return err
@@ -499,6 +519,31 @@ func clusterMetrics(ctx context.Context, mgr ctrl.Manager, clk clock.PassiveCloc
 		if err := crmetrics.Registry.Register(c); err != nil {
 			return fmt.Errorf("registering cluster metrics: %w", err)
 		}
+	}
+	return nil
+}
+
+// replanOnNodePoolChanges tells the provisioner when a NodePool is created or changes: pods
+// held back at their launch limit may fit it now.
+func replanOnNodePoolChanges(ctx context.Context, mgr ctrl.Manager, prov *provisioning.Provisioner) error {
+	informer, err := mgr.GetCache().GetInformer(ctx, &karpv1.NodePool{})
+	if err != nil {
+		return fmt.Errorf("getting NodePool informer: %w", err)
+	}
+	_, err = informer.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(_ any, isInInitialList bool) {
+			if !isInInitialList {
+				prov.NodePoolsChanged()
+			}
+		},
+		UpdateFunc: func(old, obj any) {
+			if o, n := old.(*karpv1.NodePool), obj.(*karpv1.NodePool); o.Generation != n.Generation || !maps.Equal(o.Labels, n.Labels) {
+				prov.NodePoolsChanged()
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("watching NodePools: %w", err)
 	}
 	return nil
 }

@@ -10,6 +10,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/tailor-autoscaler/tailor/provisioner/launchlimit"
 )
 
 func TestValidateNamesTheFlagToFix(t *testing.T) {
@@ -17,6 +19,7 @@ func TestValidateNamesTheFlagToFix(t *testing.T) {
 		SocketPath: "/var/run/tailor/provisioner.sock", ClusterName: "prod", BatchIdle: time.Second, BatchMax: 10 * time.Second,
 		DisruptionInterval: 10 * time.Second, SpotToSpotSavings: 0.2, KubeAPIQPS: DefaultKubeAPIQPS, KubeAPIBurst: DefaultKubeAPIBurst,
 		MinValuesPolicy: MinValuesStrict, MaxQueuedPods: 50000,
+		LaunchLimit: launchlimit.Options{PerPod: launchlimit.DefaultPerPod, PerGroup: launchlimit.DefaultPerGroup, Backoff: launchlimit.DefaultBackoff},
 	}
 	tests := []struct {
 		name   string
@@ -37,6 +40,9 @@ func TestValidateNamesTheFlagToFix(t *testing.T) {
 		{name: "a fractional API request rate", change: func(o *Options) { o.KubeAPIQPS, o.KubeAPIBurst = 0.5, 1 }},
 		{name: "no API burst", change: func(o *Options) { o.KubeAPIBurst = 0 }, want: "--kube-api-burst (0) must be at least 1"},
 		{name: "no min values policy", change: func(o *Options) { o.MinValuesPolicy = "" }, want: `--min-values-policy ("") must be Strict or BestEffort`},
+		{name: "no launch for a pod its node rejected", change: func(o *Options) { o.LaunchLimit.PerPod = 0 }, want: "--launch-limit-per-pod is 0: it must be at least 1"},
+		{name: "a launch backoff longer than the default cap", change: func(o *Options) { o.LaunchLimit.Backoff = time.Hour }},
+		{name: "no launch backoff", change: func(o *Options) { o.LaunchLimit.Backoff = 0 }, want: "--launch-backoff is 0s: it must be positive"},
 		{name: "an isolated VPC without cluster settings", change: func(o *Options) { o.IsolatedVPC = true },
 			want: "--isolated-vpc needs --cluster-endpoint, --cluster-ca-bundle and --service-cidr: EKS DescribeCluster cannot be called to discover them"},
 	}

@@ -65,7 +65,8 @@ func (p *Provisioner) takesIn(pod *corev1.Pod) bool {
 	}
 	_, queued := p.pending[pod.UID]
 	_, expected := p.expected[pod.UID]
-	return !queued && !expected && !p.tracker.Planned(pod.UID)
+	_, held := p.heldBack[pod.UID]
+	return !queued && !expected && !held && !p.tracker.Planned(pod.UID)
 }
 
 // mayPreempt reports whether the scheduler may preempt other pods for the pod: it has a

@@ -124,7 +124,7 @@ func TestEarlyIntakePlansCapacityOnlyForPodsTheRegisteredNodesCannotTake(t *test
 		t.Fatal("no early pod is left to the scheduler any more")
 	}
 	later := time.Now().Add(ExpectedHold + time.Second)
-	f.prov.clock = clocktesting.NewFakePassiveClock(later)
+	f.prov.clock = clocktesting.NewFakeClock(later)
 	f.prov.Intake(f.pod(t, "trigger", "100m"))
 	if err := f.prov.Provision(ctx); err != nil {
 		t.Fatal(err)

@@ -30,6 +30,7 @@ import (
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/provisioner/gang"
+	"github.com/tailor-autoscaler/tailor/provisioner/launchlimit"
 	"github.com/tailor-autoscaler/tailor/provisioner/metrics"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
@@ -50,13 +51,21 @@ type Submission struct {
 	Profile string
 	// NodePools the pod may be provisioned from.
 	NodePools NodePoolSelector
-	// StaleNode is a node the pod was nominated to that registered and rejected it.
-	StaleNode string
+	// StaleNode is a node the pod was nominated to that registered and rejected it, and
+	// StaleRejection what rejected it there.
+	StaleNode      string
+	StaleRejection StaleRejection
 	// SchedulerMessage is the scheduler's summary of why existing nodes rejected the pod.
 	SchedulerMessage string
 	// Early marks a pod the provisioner took in itself, before the scheduler tried it (see
 	// Intake).
 	Early bool
+}
+
+// StaleRejection is the scheduler's verdict on a pod at the node planned for it.
+type StaleRejection struct {
+	// Plugin is the filter plugin that rejected the pod, Reason its message.
+	Plugin, Reason string
 }
 
 // NodePoolSelector restricts the NodePools of a scheduler profile.
@@ -109,7 +118,9 @@ type Provisioner struct {
 	tracker       *nomination.Tracker
 	batch         Trigger
 	recorder      record.EventRecorder
-	clock         clock.PassiveClock
+	clock         clock.WithDelayedExecution
+	// launches counts the launches the scheduler rejected pods on, and holds them back.
+	launches *launchlimit.Limiter
 	// replanWindow is how long after pods were first planned a later batch may plan them
 	// again with its own (see softClaims); 0 never does.
 	replanWindow time.Duration
@@ -145,12 +156,19 @@ type Provisioner struct {
 	// firstPlanned are the pods a NodeClaim was planned for, until they are bound or gone:
 	// the time to the first is observed once per pod.
 	firstPlanned map[types.UID]bool
+	// rejected are the launches the scheduler rejected pods on since the last batch.
+	rejected []rejectedLaunch
+	// heldBack are the pods the launch limit holds back (see launches.go).
+	heldBack map[types.UID]heldPod
 }
 
 // Options configure a Provisioner.
 type Options struct {
-	// Clock tells the time.
-	Clock clock.PassiveClock
+	// Clock tells the time, and wakes the batch when a pod's launch backoff has passed.
+	Clock clock.WithDelayedExecution
+	// Launches bounds the launches for pods the scheduler rejects on the nodes planned for
+	// them; nil uses launchlimit's defaults.
+	Launches *launchlimit.Limiter
 	// ReplanWindow is how long after pods were first planned a later batch may plan them
 	// again with its own onto cheaper capacity, while their node has not registered; 0
 	// never does.
@@ -180,10 +198,24 @@ const DefaultReplanWindow = 30 * time.Second
 
 // New returns a Provisioner.
 func New(kube client.Client, instanceTypes InstanceTypeSource, tracker *nomination.Tracker, batch Trigger, recorder record.EventRecorder, opts Options) *Provisioner {
-	return &Provisioner{kube: kube, instanceTypes: instanceTypes, tracker: tracker, batch: batch, recorder: recorder, clock: opts.Clock,
+	launches := opts.Launches
+	if launches == nil {
+		launches = DefaultLaunchLimit(opts.Clock)
+	}
+	return &Provisioner{kube: kube, instanceTypes: instanceTypes, tracker: tracker, batch: batch, recorder: recorder, clock: opts.Clock, launches: launches,
 		replanWindow: opts.ReplanWindow, minValuesPolicy: opts.MinValuesPolicy, gangs: opts.Gangs, quotas: opts.Quotas, staticCapacity: opts.StaticCapacity, pending: map[types.UID]Submission{}, replanned: map[string][]types.UID{}, rejecting: map[string]bool{},
 		earlyIntake: opts.EarlyIntake, profiles: map[string]NodePoolSelector{}, expected: map[types.UID]expectation{}, unswept: map[string]bool{},
-		firstPlanned: map[types.UID]bool{}, refused: map[types.UID]Submission{}}
+		firstPlanned: map[types.UID]bool{}, refused: map[types.UID]Submission{}, heldBack: map[types.UID]heldPod{}}
+}
+
+// DefaultLaunchLimit is the launch limit with the flags' defaults.
+func DefaultLaunchLimit(clk clock.PassiveClock) *launchlimit.Limiter {
+	l, err := launchlimit.New(launchlimit.Options{Clock: clk, PerPod: launchlimit.DefaultPerPod, PerGroup: launchlimit.DefaultPerGroup,
+		Backoff: launchlimit.DefaultBackoff, MaxBackoff: launchlimit.DefaultMaxBackoff})
+	if err != nil {
+		panic(err) // the defaults are valid
+	}
+	return l
 }
 
 // Submit queues pods for the next batch and returns how many were queued. Pods already
@@ -206,6 +238,7 @@ func (p *Provisioner) Submit(subs []Submission) int {
 			if claim, ok := p.tracker.Replan(s.Pod.UID); ok {
 				p.replanned[claim] = append(p.replanned[claim], s.Pod.UID)
 				p.rejecting[claim] = true
+				p.rejected = append(p.rejected, rejectedLaunch{sub: s, nodeClaim: claim, at: p.clock.Now()})
 			}
 		}
 		p.pending[s.Pod.UID] = s
@@ -226,16 +259,23 @@ func (p *Provisioner) Forget(uid types.UID) {
 	delete(p.expected, uid)
 	delete(p.firstPlanned, uid)
 	delete(p.refused, uid)
+	_, held := p.heldBack[uid]
+	delete(p.heldBack, uid)
 	metrics.SetPodsQueued(len(p.pending))
 	p.mu.Unlock()
 	p.tracker.Forget(uid)
+	p.launches.Forget(uid)
+	if held {
+		p.reportHeld()
+	}
 }
 
 // Bound records a pod's binding: a pod Tailor planned for counts in the time pods wait for
-// capacity. Then the pod is forgotten.
+// capacity, and its landing frees its group's launches. Then the pod is forgotten.
 func (p *Provisioner) Bound(pod *corev1.Pod, at time.Time) {
 	if p.tracker.Planned(pod.UID) {
 		metrics.PodBoundSeconds.Observe(at.Sub(pod.CreationTimestamp.Time).Seconds())
+		p.launches.Landed(pod.UID)
 	}
 	p.Forget(pod.UID)
 }
@@ -301,7 +341,8 @@ func (p *Provisioner) Provision(ctx context.Context) (err error) {
 	if err := p.unlistReplanned(ctx); err != nil {
 		return err
 	}
-	subs := p.takePending()
+	heldBack := p.takeHeld()
+	subs := append(p.takePending(), heldBack...)
 	if len(subs) == 0 {
 		return nil
 	}
@@ -314,15 +355,26 @@ func (p *Provisioner) Provision(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	if err := p.countRejections(ctx, unbound); err != nil {
+		return err
+	}
 	subs = append(subs, p.sweep(unbound, subs)...)
-	groups := map[string][]Submission{}
-	var order []string
+	var live []Submission
 	for _, s := range subs {
-		live, ok := unbound[s.Pod.UID]
-		if !ok || live.DeletionTimestamp != nil || p.tracker.Planned(live.UID) {
+		pod, ok := unbound[s.Pod.UID]
+		if !ok || pod.DeletionTimestamp != nil || p.tracker.Planned(pod.UID) {
 			continue
 		}
-		s.Pod = live
+		s.Pod = pod
+		live = append(live, s)
+	}
+	admitted, err := p.admitLaunches(ctx, live)
+	if err != nil {
+		return err
+	}
+	groups := map[string][]Submission{}
+	var order []string
+	for _, s := range admitted {
 		k := s.NodePools.key()
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)

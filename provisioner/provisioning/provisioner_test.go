@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -13,11 +14,13 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+	"github.com/tailor-autoscaler/tailor/provisioner/launchlimit"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
@@ -185,9 +188,12 @@ func TestProvisionCreatesNodeClaimsThatRecordTheirPods(t *testing.T) {
 }
 
 // TestAPodPlannedAgainLeavesTheNodeClaimItsNodeRejectedItOn: the NodeClaim's planned-pods
-// annotation stops listing the pod, so a restarted provisioner does not take the pod back.
+// annotation stops listing the pod, so a restarted provisioner does not take the pod back;
+// once its backoff has passed, the pod is planned onto another NodeClaim.
 func TestAPodPlannedAgainLeavesTheNodeClaimItsNodeRejectedItOn(t *testing.T) {
 	f := newFixture(t, fakeInstanceTypes{types: []*cloudprovider.InstanceType{instanceType("m.xlarge", 4, 16, 0.15)}}, pool("general"))
+	clk := clocktesting.NewFakeClock(time.Now())
+	f.prov.clock, f.prov.launches = clk, DefaultLaunchLimit(clk)
 	ctx := context.Background()
 	a, b := f.pod(t, "a", "1500m"), f.pod(t, "b", "1500m")
 	f.prov.Submit([]Submission{{Pod: a}, {Pod: b}})
@@ -199,25 +205,35 @@ func TestAPodPlannedAgainLeavesTheNodeClaimItsNodeRejectedItOn(t *testing.T) {
 	if n := f.prov.Submit([]Submission{{Pod: a, StaleNode: "ip-10-0-0-1.ec2.internal"}}); n != 1 {
 		t.Fatalf("Submit() of a pod its planned node rejected queued %d, want 1", n)
 	}
+	listed := func() map[string][]string {
+		out := map[string][]string{}
+		for _, nc := range f.claims(t) {
+			pods, err := nomination.DecodePods(nc.Annotations[nomination.PlannedPodsAnnotationKey])
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := "new"
+			if nc.Name == first {
+				key = "first"
+			}
+			for _, p := range pods {
+				out[key] = append(out[key], p.Name)
+			}
+		}
+		return out
+	}
 	if err := f.prov.Provision(ctx); err != nil {
 		t.Fatal(err)
 	}
-	listed := map[string][]string{}
-	for _, nc := range f.claims(t) {
-		pods, err := nomination.DecodePods(nc.Annotations[nomination.PlannedPodsAnnotationKey])
-		if err != nil {
-			t.Fatal(err)
-		}
-		key := "new"
-		if nc.Name == first {
-			key = "first"
-		}
-		for _, p := range pods {
-			listed[key] = append(listed[key], p.Name)
-		}
+	if diff := cmp.Diff(map[string][]string{"first": {"b"}}, listed()); diff != "" {
+		t.Errorf("pods listed per NodeClaim while a backs off (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(map[string][]string{"first": {"b"}, "new": {"a"}}, listed); diff != "" {
-		t.Errorf("pods listed per NodeClaim (-want +got):\n%s", diff)
+	clk.Step(launchlimit.DefaultBackoff)
+	if err := f.prov.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string][]string{"first": {"b"}, "new": {"a"}}, listed()); diff != "" {
+		t.Errorf("pods listed per NodeClaim after a's backoff (-want +got):\n%s", diff)
 	}
 	if plan, _ := f.tracker.Get(a.UID); plan.NodeClaim == first {
 		t.Errorf("a is still planned onto %s", first)

@@ -102,7 +102,7 @@ func TestABatchPlansSoftNodeClaimsPodsAgainWhenThatIsCheaper(t *testing.T) {
 			// one.
 			time.Sleep(time.Until(plannedSince(first).Add(time.Second)))
 			if tt.later > 0 {
-				f.prov.clock = clocktesting.NewFakePassiveClock(time.Now().Add(tt.later))
+				f.prov.clock = clocktesting.NewFakeClock(time.Now().Add(tt.later))
 			}
 			b := f.pod(t, "b", "1500m")
 			f.prov.Submit([]Submission{{Pod: b}})

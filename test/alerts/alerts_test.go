@@ -30,6 +30,7 @@ import (
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/test/localaws"
 	"github.com/tailor-autoscaler/tailor/test/localstack"
+	"github.com/tailor-autoscaler/tailor/test/rejectfilter"
 	"github.com/tailor-autoscaler/tailor/test/stacktest"
 )
 
@@ -45,6 +46,7 @@ var ruleValues = map[string]string{
 	"alerts.disruptionBlockedByBudget.for":       "3s",
 	"alerts.disruptionBlockedByPDB.for":          "3s",
 	"alerts.orphanedInstances.for":               "2s",
+	"alerts.podsHeldBack.for":                    "2s",
 }
 
 // unavailableTTL is how long the sidecar keeps offerings that reported a capacity error.
@@ -191,6 +193,17 @@ func TestAlertsFireOnTheirFaultsAndDashboardsReadExistingSeries(t *testing.T) {
 	})
 	e.waitQuiet(t)
 
+	t.Run("a pod the scheduler rejects on every node launched for it raises TailorPodsHeldBack", func(t *testing.T) {
+		defer e.took(t, time.Now())
+		defer func() {
+			e.deletePod(t, "rejected")
+			e.deleteNodeClaimsWhere(t, func(nc *karpv1.NodeClaim) bool { return nc.Labels[karpv1.NodePoolLabelKey] == "stuck" })
+		}()
+		e.createPod(t, "rejected", "stuck", "1", map[string]string{rejectfilter.Label: "true"})
+		e.expectFiring(t, "TailorPodsHeldBack")
+	})
+	e.waitQuiet(t)
+
 	t.Run("an instance launched behind Tailor's back raises TailorOrphanedInstances", func(t *testing.T) {
 		defer e.took(t, time.Now())
 		e.launchOrphan(t)
@@ -234,8 +247,8 @@ func startStack(t *testing.T) *env {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	t.Cleanup(cancel)
 	stack, cs, kube := stacktest.Start(t, ctx, localstack.Options{
-		BootDelay:       time.Second,
-		ProvisionerArgs: []string{"--disruption-interval=1s", "--orphan-instance-grace=10s", "--unavailable-offerings-ttl=" + unavailableTTL.String()},
+		BootDelay: time.Second, RejectLaunchedNodes: true,
+		ProvisionerArgs: []string{"--disruption-interval=1s", "--orphan-instance-grace=10s", "--unavailable-offerings-ttl=" + unavailableTTL.String(), "--launch-backoff=1s"},
 	})
 	return &env{ctx: ctx, stack: stack, cs: cs, kube: kube}
 }

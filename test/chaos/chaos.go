@@ -73,10 +73,12 @@ const MovedPodsHold = 30 * time.Second
 // roll-out that replaced nodes one for one would stay above 1.05 for an hour, and
 // --spot-to-spot-savings 0.05 (0.2): a spot node is replaced by cheaper spot once that saves
 // what the cost bound allows, or a lone spot node 6% dearer than a fresh plan stays (seed
-// 1018). Spot instances are reclaimed 20s after their warning (EC2's two minutes).
+// 1018). Spot instances are reclaimed 20s after their warning (EC2's two minutes). The
+// schedulers run the RejectLaunchedNodes filter, which only the UnmodelledRejection fault's
+// pods meet.
 func StackOptions(root, dir string) localstack.Options {
 	return localstack.Options{
-		Root: root, Dir: dir, Replicas: 2, BootDelay: 2 * time.Second,
+		Root: root, Dir: dir, Replicas: 2, BootDelay: 2 * time.Second, RejectLaunchedNodes: true,
 		InterruptionQueue: interruptionQueue, SpotReclaimDelay: 20 * time.Second,
 		ProvisionerArgs: []string{
 			"--disruption-interval", "2s", "--orphan-instance-grace", "10s",
@@ -236,7 +238,7 @@ func newRunner(ctx context.Context, stack *localstack.Stack, opts Options) (*run
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{opts: opts, stack: stack, cs: cs, kube: kube, inject: newInjector(stack, interruptionQueue), fresh: fresh, applier: applier}
+	r := &runner{opts: opts, stack: stack, cs: cs, kube: kube, inject: newInjector(stack, cs, interruptionQueue), fresh: fresh, applier: applier}
 	return r, r.applyPool(ctx)
 }
 

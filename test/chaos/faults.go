@@ -13,8 +13,14 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/tailor-autoscaler/tailor/test/localaws"
 	"github.com/tailor-autoscaler/tailor/test/localstack"
+	"github.com/tailor-autoscaler/tailor/test/rejectfilter"
 )
 
 // admin is a client of the local endpoint's admin API.
@@ -100,6 +106,7 @@ type ec2Faults struct {
 // concurrent use, so process faults take mu.
 type injector struct {
 	stack *localstack.Stack
+	cs    kubernetes.Interface
 	admin admin
 	queue string
 
@@ -118,9 +125,9 @@ type injector struct {
 	restartsTotal map[string]int
 }
 
-func newInjector(stack *localstack.Stack, queue string) *injector {
+func newInjector(stack *localstack.Stack, cs kubernetes.Interface, queue string) *injector {
 	return &injector{
-		stack: stack, admin: admin{endpoint: stack.AWSEndpoint}, queue: queue,
+		stack: stack, cs: cs, admin: admin{endpoint: stack.AWSEndpoint}, queue: queue,
 		killedNodes: map[string]bool{},
 		injected:    map[FaultKind]int{}, skipped: map[FaultKind]int{},
 		restarts: map[string][]string{}, restartsTotal: map[string]int{},
@@ -206,6 +213,8 @@ func (in *injector) strike(ctx context.Context, f Fault) (func(context.Context) 
 		return in.capacity(ctx, f)
 	case InstanceDies, SpotWarning, SpotNoWarning:
 		return nil, in.reclaim(ctx, f)
+	case UnmodelledRejection:
+		return nil, in.createRejected(ctx)
 	}
 	return nil, fmt.Errorf("unknown fault kind %q", f.Kind)
 }
@@ -290,6 +299,35 @@ func (in *injector) capacity(ctx context.Context, f Fault) (func(context.Context
 	return func(ctx context.Context) error {
 		return in.admin.do(ctx, http.MethodPut, "insufficient-capacity", []localaws.CapacityPool{}, nil)
 	}, nil
+}
+
+// RejectedLabel marks the pods of UnmodelledRejection faults, which the scheduler rejects on
+// every node Tailor launches.
+const RejectedLabel = "chaos.tailor.sh/rejected"
+
+// createRejected creates a pod the RejectLaunchedNodes filter rejects on every launched node.
+func (in *injector) createRejected(ctx context.Context) error {
+	in.mu.Lock()
+	n := in.injected[UnmodelledRejection]
+	in.injected[UnmodelledRejection]++
+	in.mu.Unlock()
+	zero := int64(0)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: metav1.NamespaceDefault, Name: fmt.Sprintf("rejected-%d", n),
+			Labels: map[string]string{RejectedLabel: "true", rejectfilter.Label: "true"},
+		},
+		Spec: corev1.PodSpec{
+			SchedulerName: "tailor-scheduler", TerminationGracePeriodSeconds: &zero,
+			Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("512Mi")},
+			}}},
+		},
+	}
+	if _, err := in.cs.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating pod %s: %w", pod.Name, err)
+	}
+	return nil
 }
 
 // reclaimAttempts bounds how often a reclaim picks another instance when the one it picked

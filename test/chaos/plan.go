@@ -62,6 +62,10 @@ const (
 	SpotWarning FaultKind = "spot-warning"
 	// SpotNoWarning reclaims a spot instance without its warning.
 	SpotNoWarning FaultKind = "spot-no-warning"
+	// UnmodelledRejection creates a pod the scheduler rejects on every node Tailor launches
+	// (the RejectLaunchedNodes filter, which the planner does not model): the launches for
+	// it must stay within --launch-limit-per-pod, whatever else strikes.
+	UnmodelledRejection FaultKind = "unmodelled-rejection"
 )
 
 // FaultKinds are every kind, in the order a seed picks from. Clock jumps are not among them:
@@ -70,7 +74,7 @@ const (
 var FaultKinds = []FaultKind{
 	KillProvisioner, KillScheduler, RestartAPIServer, RestartEtcd, RemoveSocket,
 	EC2Throttle, EC2ServerError, EC2Capacity, EC2PartialFleet, EC2LaunchLatency, EC2NeverRegister,
-	InstanceDies, SpotWarning, SpotNoWarning,
+	InstanceDies, SpotWarning, SpotNoWarning, UnmodelledRejection,
 }
 
 // Fault is one fault of a trial.
@@ -152,8 +156,8 @@ func NewPlan(seed uint64, w Window) Plan {
 		case RestartAPIServer, RestartEtcd:
 			// The control plane comes back within seconds, as a restarted static pod does.
 			f.For = min(f.For, 3*time.Second)
-		case InstanceDies, SpotWarning, SpotNoWarning:
-			// Instantaneous: the instance is gone for good.
+		case InstanceDies, SpotWarning, SpotNoWarning, UnmodelledRejection:
+			// Instantaneous: the instance is gone for good; the pod stays for the trial.
 			f.For = 0
 		}
 		p.Faults = append(p.Faults, f)

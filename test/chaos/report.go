@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/tailor-autoscaler/tailor/provisioner/launchlimit"
 	"github.com/tailor-autoscaler/tailor/test/localstack"
 )
 
@@ -129,6 +130,9 @@ type Report struct {
 	RecoveryP99Seconds float64 `json:"recoveryP99Seconds"`
 	Launched           int     `json:"instancesLaunched"`
 	NodeClaims         int     `json:"nodeClaimsLaunchedFor"`
+	// RejectedLaunches counts the instances launched for pods the scheduler rejects on every
+	// launched node (UnmodelledRejection faults).
+	RejectedLaunches int `json:"rejectedPodLaunches"`
 	// Restarts counts, by component, the times it ended on its own and was started again.
 	Restarts    map[string]int `json:"restarts"`
 	Samples     []sample       `json:"samples"`
@@ -151,6 +155,7 @@ func (r *Report) add(t *TrialResult) {
 	r.recoveries = append(r.recoveries, t.Recovery)
 	r.Launched += t.Launched
 	r.NodeClaims += t.Created
+	r.RejectedLaunches += t.RejectedLaunches
 	for _, inv := range t.Held {
 		r.count(inv).Passed++
 	}
@@ -244,6 +249,7 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(tw, "  %s\t%d passed, %d failed\n", name, r.Checks[name].Passed, r.Checks[name].Failed)
 	}
 	fmt.Fprintf(tw, "instances launched\t%d for %d NodeClaims\n", r.Launched, r.NodeClaims)
+	fmt.Fprintf(tw, "launched for rejected pods\t%d (at most %d each)\n", r.RejectedLaunches, launchlimit.DefaultPerPod)
 	restarts := make([]string, 0, len(r.Restarts))
 	for name, n := range r.Restarts {
 		restarts = append(restarts, fmt.Sprintf("%s %d", name, n))

@@ -3,18 +3,23 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws"
+	"github.com/tailor-autoscaler/tailor/provisioner/launchlimit"
+	"github.com/tailor-autoscaler/tailor/provisioner/provisioning"
 	"github.com/tailor-autoscaler/tailor/test/localaws"
 )
 
@@ -30,6 +35,7 @@ const (
 	InvEvictedOnce       = "evicted-once-per-consolidation"
 	InvNoCrash           = "no-crash"
 	InvNoGrowth          = "no-growth"
+	InvLaunchesBounded   = "launches-bounded"
 	InvCleanup           = "cleanup"
 )
 
@@ -55,6 +61,9 @@ type TrialResult struct {
 	// Launched and Created count the instances launched and NodeClaims they were launched
 	// for during the trial.
 	Launched, Created int
+	// RejectedLaunches counts the instances launched for the pods of UnmodelledRejection
+	// faults.
+	RejectedLaunches int
 	// Restarts counts the components that ended on their own and were started again.
 	Restarts int
 }
@@ -117,6 +126,7 @@ func (r *runner) trial(ctx context.Context, plan Plan) (*TrialResult, error) {
 		res.check(plan, inv, !failed, "%s", detail)
 	}
 	r.checkLaunches(ctx, plan, start, launchedBefore, res)
+	r.checkRejected(ctx, plan, start, res)
 	evicted, deleted, _ := watch.close()
 	r.checkEvictions(plan, phaseStart, evicted, deleted, res)
 	r.checkProcesses(ctx, plan, res)
@@ -289,6 +299,56 @@ func (r *runner) checkLaunches(ctx context.Context, plan Plan, start time.Time, 
 		"%d instances launched for %d NodeClaims: %s", res.Launched, res.Created, strings.Join(dups, "; "))
 }
 
+// plannedOnto reads a Planned event's NodeClaim.
+var plannedOnto = regexp.MustCompile(`^planned onto NodeClaim (\S+) `)
+
+// checkRejected checks that the pods of UnmodelledRejection faults, which the scheduler
+// rejects on every node Tailor launches, got no more launches than the launch limit: the
+// instances launched during the trial for the NodeClaims their Planned events name.
+func (r *runner) checkRejected(ctx context.Context, plan Plan, start time.Time, res *TrialResult) {
+	pods, err := r.cs.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{LabelSelector: RejectedLabel})
+	if err != nil || len(pods.Items) == 0 {
+		if err != nil {
+			res.check(plan, InvLaunchesBounded, false, "listing the rejected pods: %v", err)
+		}
+		return
+	}
+	all, err := r.inject.admin.instances(ctx)
+	if err != nil {
+		res.check(plan, InvLaunchesBounded, false, "reading the launches: %v", err)
+		return
+	}
+	launchedFor := map[string]int{}
+	for _, i := range all {
+		if !i.LaunchTime.Before(start.Add(-time.Second)) {
+			launchedFor[i.Tags["karpenter.sh/nodeclaim"]]++
+		}
+	}
+	var over []string
+	for _, p := range pods.Items {
+		events, err := r.cs.CoreV1().Events(p.Namespace).List(ctx, metav1.ListOptions{FieldSelector: fields.Set{"involvedObject.uid": string(p.UID), "reason": provisioning.ReasonPlanned}.String()})
+		if err != nil {
+			res.check(plan, InvLaunchesBounded, false, "listing the events of pod %s: %v", p.Name, err)
+			return
+		}
+		claims := map[string]bool{}
+		for _, e := range events.Items {
+			if m := plannedOnto.FindStringSubmatch(e.Message); m != nil {
+				claims[m[1]] = true
+			}
+		}
+		launches := 0
+		for claim := range claims {
+			launches += launchedFor[claim]
+		}
+		if launches > launchlimit.DefaultPerPod {
+			over = append(over, fmt.Sprintf("%s: %d launches for NodeClaims %v", p.Name, launches, slices.Sorted(maps.Keys(claims))))
+		}
+		res.RejectedLaunches += launches
+	}
+	res.check(plan, InvLaunchesBounded, len(over) == 0, "pods the scheduler rejects on every launched node got more than --launch-limit-per-pod (%d) launches: %v", launchlimit.DefaultPerPod, over)
+}
+
 // checkEvictions checks that pods left only through the Eviction API (which holds them to
 // their budgets), with their node when a fault took it, or by the scale-down; and that no
 // pod the scale-down's consolidation moved was evicted again.
@@ -369,6 +429,10 @@ func (r *runner) cleanup(ctx context.Context) error {
 	if err := deleteDeployments(ctx, r.cs); err != nil {
 		return err
 	}
+	zero := int64(0)
+	if err := r.cs.CoreV1().Pods(metav1.NamespaceDefault).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{LabelSelector: RejectedLabel}); err != nil {
+		return fmt.Errorf("deleting the rejected pods: %w", err)
+	}
 	if err := r.kube.DeleteAllOf(ctx, &karpv1.NodeClaim{}); err != nil {
 		return fmt.Errorf("deleting NodeClaims: %w", err)
 	}
@@ -384,13 +448,17 @@ func (r *runner) cleanup(ctx context.Context) error {
 			last = err.Error()
 			return false, nil
 		}
-		pods := &corev1.PodList{}
-		if err := r.kube.List(ctx, pods, client.InNamespace(metav1.NamespaceDefault), client.HasLabels{DeploymentLabel}); err != nil {
-			last = err.Error()
-			return false, nil
+		left := 0
+		for _, label := range []string{DeploymentLabel, RejectedLabel} {
+			pods := &corev1.PodList{}
+			if err := r.kube.List(ctx, pods, client.InNamespace(metav1.NamespaceDefault), client.HasLabels{label}); err != nil {
+				last = err.Error()
+				return false, nil
+			}
+			left += len(pods.Items)
 		}
-		last = fmt.Sprintf("%d NodeClaims, %d live instances, %d pods left", len(claims.Items), len(live), len(pods.Items))
-		return len(claims.Items) == 0 && len(live) == 0 && len(pods.Items) == 0, nil
+		last = fmt.Sprintf("%d NodeClaims, %d live instances, %d pods left", len(claims.Items), len(live), left)
+		return len(claims.Items) == 0 && len(live) == 0 && left == 0, nil
 	})
 	if err != nil {
 		return fmt.Errorf("emptying the cluster after the trial: %s", last)

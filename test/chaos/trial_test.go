@@ -65,7 +65,7 @@ func TestCheckEvictions(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := &runner{inject: newInjector(&localstack.Stack{}, "")}
+			r := &runner{inject: newInjector(&localstack.Stack{}, nil, "")}
 			for _, n := range tt.killed {
 				r.inject.killedNodes[n] = true
 			}

@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/tailor-autoscaler/tailor/provisioner/leader"
+	"github.com/tailor-autoscaler/tailor/test/rejectfilter"
 )
 
 // Component names, in start order.
@@ -119,6 +120,10 @@ type Options struct {
 	// profile, in place of DefaultPreemption, and --elastic-quotas in the sidecar, as the
 	// chart's scheduler.capacityScheduling.enabled does.
 	CapacityScheduling bool
+	// RejectLaunchedNodes runs tailor-scheduler-rejecting in place of tailor-scheduler: the
+	// same scheduler with the RejectLaunchedNodes filter (package rejectfilter) in its
+	// profile, which rejects pods labelled rejectfilter.Label on every node Tailor launched.
+	RejectLaunchedNodes bool
 	// Scale tunes the stack for thousands of nodes and tens of thousands of pods (make
 	// bench-scale); see scaleArgs.
 	Scale bool
@@ -220,7 +225,11 @@ func Up(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
-	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "tailor-local-aws", "tailor-provisioner", "tailor-scheduler"} {
+	scheduler := "tailor-scheduler"
+	if opts.RejectLaunchedNodes {
+		scheduler = "tailor-scheduler-rejecting"
+	}
+	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "tailor-local-aws", "tailor-provisioner", scheduler} {
 		if _, err := os.Stat(opts.bin(name)); err != nil {
 			return nil, fmt.Errorf("missing %s: run `make binaries` (hack/build.sh) first: %w", opts.bin(name), err)
 		}
@@ -698,7 +707,7 @@ func (s *Stack) startScheduler(ctx context.Context, replica string) error {
 	if s.ha() {
 		env = append(env, leader.ReplicaEnv+"="+replica)
 	}
-	err := s.run(name, s.opts.bin("tailor-scheduler"), append([]string{
+	err := s.run(name, s.opts.bin(s.schedulerBinary()), append([]string{
 		"--config", cfgPath,
 		"--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc,
 		// The local API server runs no front proxy, so there is no request-header CA to read.
@@ -710,6 +719,14 @@ func (s *Stack) startScheduler(ctx context.Context, replica string) error {
 		return err
 	}
 	return s.waitFor(ctx, name, 60*time.Second, httpOK(fmt.Sprintf("https://127.0.0.1:%d/healthz", port), insecureLoopback()))
+}
+
+// schedulerBinary is the binary of tailor-scheduler the stack runs.
+func (s *Stack) schedulerBinary() string {
+	if s.opts.RejectLaunchedNodes {
+		return "tailor-scheduler-rejecting"
+	}
+	return "tailor-scheduler"
 }
 
 // verbosity is the -v of Tailor's binaries: Options.Verbosity, or def when that is zero.
@@ -756,6 +773,9 @@ func (s *Stack) writeSchedulerConfig(path, kubeconfig, socket string) error {
 		if s.opts.CapacityScheduling {
 			enableCapacityScheduling(p.(map[string]any))
 		}
+		if s.opts.RejectLaunchedNodes {
+			enablePlugin(p.(map[string]any), "filter", rejectfilter.Name)
+		}
 		for _, pc := range p.(map[string]any)["pluginConfig"].([]any) {
 			entry := pc.(map[string]any)
 			if entry["name"] == "NodeProvisioning" {
@@ -768,6 +788,22 @@ func (s *Stack) writeSchedulerConfig(path, kubeconfig, socket string) error {
 		return err
 	}
 	return os.WriteFile(path, out, 0o644)
+}
+
+// enablePlugin enables a plugin at one extension point of a profile, after those enabled.
+func enablePlugin(profile map[string]any, point, name string) {
+	plugins, _ := profile["plugins"].(map[string]any)
+	if plugins == nil {
+		plugins = map[string]any{}
+		profile["plugins"] = plugins
+	}
+	set, _ := plugins[point].(map[string]any)
+	if set == nil {
+		set = map[string]any{}
+		plugins[point] = set
+	}
+	enabled, _ := set["enabled"].([]any)
+	set["enabled"] = append(enabled, map[string]any{"name": name})
 }
 
 // enableCapacityScheduling enables CapacityScheduling in a profile of the scheduler's

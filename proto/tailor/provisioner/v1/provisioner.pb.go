@@ -166,9 +166,14 @@ type UnschedulablePod struct {
 	// stale_node is set when the pod was nominated to this node, the node has registered and
 	// initialized, and it still rejected the pod. The provisioner drops that plan and plans
 	// the pod again.
-	StaleNode     string `protobuf:"bytes,4,opt,name=stale_node,json=staleNode,proto3" json:"stale_node,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	StaleNode string `protobuf:"bytes,4,opt,name=stale_node,json=staleNode,proto3" json:"stale_node,omitempty"`
+	// stale_node_rejection is why stale_node rejected the pod: the filter plugin and its
+	// reason. The provisioner counts such launches per pod and per group of identical pods,
+	// backs off before planning the pod again and, past a bound, launches nothing more for it
+	// until it, its NodePools or its claims change.
+	StaleNodeRejection *Rejection `protobuf:"bytes,5,opt,name=stale_node_rejection,json=staleNodeRejection,proto3" json:"stale_node_rejection,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *UnschedulablePod) Reset() {
@@ -227,6 +232,13 @@ func (x *UnschedulablePod) GetStaleNode() string {
 		return x.StaleNode
 	}
 	return ""
+}
+
+func (x *UnschedulablePod) GetStaleNodeRejection() *Rejection {
+	if x != nil {
+		return x.StaleNodeRejection
+	}
+	return nil
 }
 
 // Rejection is one reason existing nodes turned a pod down.
@@ -603,7 +615,7 @@ const file_tailor_provisioner_v1_provisioner_proto_rawDesc = "" +
 	"\x04pods\x18\x03 \x03(\v2'.tailor.provisioner.v1.UnschedulablePodR\x04pods\"O\n" +
 	"\x10NodePoolSelector\x12\x14\n" +
 	"\x05names\x18\x01 \x03(\tR\x05names\x12%\n" +
-	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\"\x9f\x01\n" +
+	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\"\xf3\x01\n" +
 	"\x10UnschedulablePod\x12\x10\n" +
 	"\x03pod\x18\x01 \x01(\fR\x03pod\x12@\n" +
 	"\n" +
@@ -611,7 +623,8 @@ const file_tailor_provisioner_v1_provisioner_proto_rawDesc = "" +
 	"rejections\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x1d\n" +
 	"\n" +
-	"stale_node\x18\x04 \x01(\tR\tstaleNode\"\x94\x01\n" +
+	"stale_node\x18\x04 \x01(\tR\tstaleNode\x12R\n" +
+	"\x14stale_node_rejection\x18\x05 \x01(\v2 .tailor.provisioner.v1.RejectionR\x12staleNodeRejection\"\x94\x01\n" +
 	"\tRejection\x12\x16\n" +
 	"\x06plugin\x18\x01 \x01(\tR\x06plugin\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\"\n" +
@@ -669,18 +682,19 @@ var file_tailor_provisioner_v1_provisioner_proto_depIdxs = []int32{
 	1, // 0: tailor.provisioner.v1.SubmitPodsRequest.node_pools:type_name -> tailor.provisioner.v1.NodePoolSelector
 	2, // 1: tailor.provisioner.v1.SubmitPodsRequest.pods:type_name -> tailor.provisioner.v1.UnschedulablePod
 	3, // 2: tailor.provisioner.v1.UnschedulablePod.rejections:type_name -> tailor.provisioner.v1.Rejection
-	7, // 3: tailor.provisioner.v1.WatchNominationsResponse.nominations:type_name -> tailor.provisioner.v1.Nomination
-	8, // 4: tailor.provisioner.v1.WatchNominationsResponse.withdrawn:type_name -> tailor.provisioner.v1.PodReference
-	8, // 5: tailor.provisioner.v1.Nomination.pod:type_name -> tailor.provisioner.v1.PodReference
-	0, // 6: tailor.provisioner.v1.Provisioner.SubmitPods:input_type -> tailor.provisioner.v1.SubmitPodsRequest
-	5, // 7: tailor.provisioner.v1.Provisioner.WatchNominations:input_type -> tailor.provisioner.v1.WatchNominationsRequest
-	4, // 8: tailor.provisioner.v1.Provisioner.SubmitPods:output_type -> tailor.provisioner.v1.SubmitPodsResponse
-	6, // 9: tailor.provisioner.v1.Provisioner.WatchNominations:output_type -> tailor.provisioner.v1.WatchNominationsResponse
-	8, // [8:10] is the sub-list for method output_type
-	6, // [6:8] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	3, // 3: tailor.provisioner.v1.UnschedulablePod.stale_node_rejection:type_name -> tailor.provisioner.v1.Rejection
+	7, // 4: tailor.provisioner.v1.WatchNominationsResponse.nominations:type_name -> tailor.provisioner.v1.Nomination
+	8, // 5: tailor.provisioner.v1.WatchNominationsResponse.withdrawn:type_name -> tailor.provisioner.v1.PodReference
+	8, // 6: tailor.provisioner.v1.Nomination.pod:type_name -> tailor.provisioner.v1.PodReference
+	0, // 7: tailor.provisioner.v1.Provisioner.SubmitPods:input_type -> tailor.provisioner.v1.SubmitPodsRequest
+	5, // 8: tailor.provisioner.v1.Provisioner.WatchNominations:input_type -> tailor.provisioner.v1.WatchNominationsRequest
+	4, // 9: tailor.provisioner.v1.Provisioner.SubmitPods:output_type -> tailor.provisioner.v1.SubmitPodsResponse
+	6, // 10: tailor.provisioner.v1.Provisioner.WatchNominations:output_type -> tailor.provisioner.v1.WatchNominationsResponse
+	9, // [9:11] is the sub-list for method output_type
+	7, // [7:9] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_tailor_provisioner_v1_provisioner_proto_init() }

@@ -13,12 +13,21 @@ help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-20s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: demo
-demo: binaries ## Build, start the local stack, run the demo scenario, print it, stop everything.
+demo: binaries ## Build, start the local stack, run the demo scenario, print it, stop everything. KUBE_SERVER_VERSION=1.37.2 runs the control plane of that release.
+	$(if $(KUBE_SERVER_VERSION),hack/build-server.sh $(KUBE_SERVER_VERSION))
 	_output/bin/tailor-dev demo
 
 .PHONY: test
 test: ## Run every check and test: generated code, unit, integration and end-to-end.
 	hack/test.sh
+
+.PHONY: test-compat
+test-compat: ## The compact end-to-end set against every API server release of test/compat/servers.txt (VERSIONS= narrows it): prints release × scenario, writes _output/bench/compat.json.
+	@VERSIONS=$(VERSIONS) hack/test-compat.sh
+
+.PHONY: bump-kubernetes
+bump-kubernetes: ## Move every Kubernetes pin at once (go.mod, scheduler-plugins, controller-runtime, controller-tools, etcd, the chart, the docs): VERSION=1.36.3.
+	hack/bump-kubernetes.sh $(VERSION)
 
 .PHONY: fuzz
 fuzz: ## Run every Go fuzz target for FUZZTIME (30s) each, one after another: a table of executions, new corpus entries and crashers; fails on any crasher. FUZZ_PARALLEL= sets workers.
@@ -61,7 +70,8 @@ binaries: ## Build every binary into _output/bin (Kubernetes binaries cached by 
 	hack/build.sh
 
 .PHONY: up
-up: binaries ## Start the local stack in $(DIR) and leave it running; prints what to export.
+up: binaries ## Start the local stack in $(DIR) and leave it running; prints what to export. KUBE_SERVER_VERSION=1.37.2 runs the control plane of that release.
+	$(if $(KUBE_SERVER_VERSION),hack/build-server.sh $(KUBE_SERVER_VERSION))
 	_output/bin/tailor-dev up --dir $(DIR)
 
 .PHONY: env

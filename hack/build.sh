@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds every binary the local stack, the demo and the tests run, into _output/bin:
 #   etcd, kube-apiserver, kube-controller-manager, kube-scheduler (k8s.io/kubernetes at the
-#   go.mod version), kwok, and Tailor's own binaries.
+#   go.mod version), the control plane of the newest release test/compat/servers.txt lists
+#   (hack/build-server.sh), kwok, and Tailor's own binaries.
 # Kubernetes binaries and kwok are cached by version under $TAILOR_CACHE, so a warm machine
 # links them in seconds; Tailor's binaries rebuild incrementally from the Go build cache.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -49,6 +50,10 @@ fi
     cat "$stages/$f"
   done
 } > "$etc/kwok-stages.yaml"
+
+# The newest API server test/compat runs against, as make test does; make test-compat builds
+# the others.
+"$TAILOR_ROOT/hack/build-server.sh" "$(compat_servers | tail -n 1)"
 
 log "building Tailor binaries"
 # tailor-scheduler-rejecting is tailor-scheduler with a filter the planner does not model, for

@@ -15,8 +15,8 @@ export GOTOOLCHAIN
 GO_VERSION=$(go env GOVERSION)
 
 # Pinned tool versions. Kubernetes itself is pinned by go.mod.
-CONTROLLER_TOOLS_VERSION=v0.19.0
-CODE_GENERATOR_VERSION=v0.34.10
+CONTROLLER_TOOLS_VERSION=v0.20.1
+CODE_GENERATOR_VERSION=v0.35.4
 PROTOC_GEN_GO_VERSION=v1.36.11
 PROTOC_GEN_GO_GRPC_VERSION=v1.5.1
 KWOK_VERSION=v0.8.0
@@ -120,6 +120,11 @@ go_bench_json() {
   BENCH_JSON="$TAILOR_ROOT/_output/bench/$name.json" \
     go test -run '^$' -bench "^$bench\$" -benchtime 1x -timeout "$timeout" "$pkg"
   log "wrote _output/bench/$name.json"
+}
+
+# compat_servers prints the API server releases test/compat runs against, oldest first.
+compat_servers() {
+  grep -v -e '^#' -e '^[[:space:]]*$' "$TAILOR_ROOT/test/compat/servers.txt"
 }
 
 # kube_ldflags stamps the Kubernetes version into binaries built from modules, which

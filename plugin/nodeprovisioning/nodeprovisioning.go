@@ -48,7 +48,7 @@ const maxRejectionNodes = 20
 // NodeProvisioning hands pods that fit nowhere to the provisioner and nominates them to
 // the nodes launched for them.
 type NodeProvisioning struct {
-	handle      framework.Handle
+	handle      fwk.Handle
 	args        *config.NodeProvisioningArgs
 	provisioner provisioner
 	// clock is the real clock unless a test sets one.
@@ -74,8 +74,8 @@ type NodeProvisioning struct {
 const planWaitLimit = 30 * time.Second
 
 var (
-	_ framework.PostFilterPlugin = &NodeProvisioning{}
-	_ framework.FilterPlugin     = &NodeProvisioning{}
+	_ fwk.PostFilterPlugin = &NodeProvisioning{}
+	_ fwk.FilterPlugin     = &NodeProvisioning{}
 )
 
 // provisioner is what the plugin needs from the provisioner sidecar. Submit must not block.
@@ -105,7 +105,7 @@ func (n Nomination) launched() bool { return n.NodeName != "" }
 func (pl *NodeProvisioning) Name() string { return Name }
 
 // New validates the args and connects to the provisioner sidecar.
-func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework.Plugin, error) {
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 	args, ok := obj.(*config.NodeProvisioningArgs)
 	if !ok {
 		return nil, fmt.Errorf("want args to be of type NodeProvisioningArgs, got %T", obj)
@@ -159,7 +159,7 @@ func (pl *NodeProvisioning) Filter(ctx context.Context, _ fwk.CycleState, pod *v
 }
 
 // PostFilter nominates the pod to its planned node, or hands it to the provisioner.
-func (pl *NodeProvisioning) PostFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, m framework.NodeToStatusReader) (*framework.PostFilterResult, *fwk.Status) {
+func (pl *NodeProvisioning) PostFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	logger := klog.FromContext(ctx)
 	if n, ok := pl.provisioner.Nomination(pod.UID); ok {
 		if !n.launched() {
@@ -240,7 +240,7 @@ func staleRejection(node string, st *fwk.Status) *provisionerv1.Rejection {
 
 // submit hands the pod over with the filter results of every node; it returns a status
 // only when the nodes cannot be listed.
-func (pl *NodeProvisioning) submit(ctx context.Context, pod *v1.Pod, m framework.NodeToStatusReader, stale *provisionerv1.Rejection) *fwk.Status {
+func (pl *NodeProvisioning) submit(ctx context.Context, pod *v1.Pod, m fwk.NodeToStatusReader, stale *provisionerv1.Rejection) *fwk.Status {
 	nodes, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
 		return fwk.AsStatus(fmt.Errorf("listing nodes: %w", err))
@@ -342,7 +342,7 @@ const (
 )
 
 // plannedNode judges the planned node from its filter result, naming the rejecting plugin.
-func (pl *NodeProvisioning) plannedNode(nodeName string, m framework.NodeToStatusReader) (verdict, string) {
+func (pl *NodeProvisioning) plannedNode(nodeName string, m fwk.NodeToStatusReader) (verdict, string) {
 	info, err := pl.handle.SnapshotSharedLister().NodeInfos().Get(nodeName)
 	if err != nil || info.Node().Labels[initializedLabel] != "true" {
 		return nodePending, ""
@@ -374,7 +374,7 @@ func waitsForPlan(st *fwk.Status) bool {
 }
 
 // rejections groups the filter results by plugin and reason, with the nodes behind each.
-func rejections(nodes []fwk.NodeInfo, m framework.NodeToStatusReader) []*provisionerv1.Rejection {
+func rejections(nodes []fwk.NodeInfo, m fwk.NodeToStatusReader) []*provisionerv1.Rejection {
 	byReason := map[string]*provisionerv1.Rejection{}
 	for _, n := range nodes {
 		name := n.Node().Name

@@ -213,7 +213,7 @@ func TestPostFilter(t *testing.T) {
 			}
 			if nominating {
 				nominated = result.NominatedNodeName
-				if result.NominatingMode != framework.ModeOverride {
+				if result.NominatingMode != fwk.ModeOverride {
 					t.Errorf("nominating mode = %v, want ModeOverride", result.NominatingMode)
 				}
 			}
@@ -231,7 +231,7 @@ func TestPostFilter(t *testing.T) {
 }
 
 // newFramework is a scheduler framework whose snapshot holds the nodes.
-func newFramework(ctx context.Context, t *testing.T, nodes []*v1.Node) framework.Handle {
+func newFramework(ctx context.Context, t *testing.T, nodes []*v1.Node) fwk.Handle {
 	t.Helper()
 	cs := clientsetfake.NewClientset()
 	fh, err := tf.NewFramework(ctx,

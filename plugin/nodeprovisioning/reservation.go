@@ -19,8 +19,8 @@ import (
 )
 
 var (
-	_ framework.PreScorePlugin = &NodeProvisioning{}
-	_ framework.ScorePlugin    = &NodeProvisioning{}
+	_ fwk.PreScorePlugin = &NodeProvisioning{}
+	_ fwk.ScorePlugin    = &NodeProvisioning{}
 )
 
 // reservedStateKey is the CycleState key of the nodes PreScore found reserved for the pod.
@@ -67,7 +67,7 @@ func (pl *NodeProvisioning) Score(_ context.Context, state fwk.CycleState, _ *v1
 		return 0, fwk.AsStatus(fmt.Errorf("reading %s: %w", reservedStateKey, err))
 	}
 	if data.(reservedNodes)[nodeInfo.Node().Name] {
-		return framework.MaxNodeScore, nil
+		return fwk.MaxNodeScore, nil
 	}
 	return 0, nil
 }
@@ -188,7 +188,7 @@ func (c *reservationCount) delete(obj any) {
 // logMissedRoom says, for a pod consolidation moved that fits no node, why each node
 // reserved for more pods of its controller rejected it: the pod has a node launched for it
 // instead of taking the room the plan kept.
-func (pl *NodeProvisioning) logMissedRoom(ctx context.Context, pod *v1.Pod, nodes []fwk.NodeInfo, m framework.NodeToStatusReader) {
+func (pl *NodeProvisioning) logMissedRoom(ctx context.Context, pod *v1.Pod, nodes []fwk.NodeInfo, m fwk.NodeToStatusReader) {
 	logger := klog.FromContext(ctx)
 	controller, ok := reservation.ControllerOf(pod)
 	if !ok || !logger.V(2).Enabled() {
@@ -230,7 +230,7 @@ func amounts(r fwk.Resource) map[v1.ResourceName]int64 {
 }
 
 // ScoreExtensions: scores are already 0 or MaxNodeScore.
-func (pl *NodeProvisioning) ScoreExtensions() framework.ScoreExtensions { return nil }
+func (pl *NodeProvisioning) ScoreExtensions() fwk.ScoreExtensions { return nil }
 
 // running counts the node's pods of the controller, those assumed bound included.
 func running(n fwk.NodeInfo, controller types.UID) int {

@@ -74,7 +74,7 @@ func TestScoreSteersPodsToTheirReservedNodes(t *testing.T) {
 				st.MakeNode().Name("c").Obj(),
 			},
 			running: map[string][]*v1.Pod{"a": {pod("web-0", web)}},
-			want:    map[string]int64{"a": framework.MaxNodeScore, "b": 0, "c": 0},
+			want:    map[string]int64{"a": fwk.MaxNodeScore, "b": 0, "c": 0},
 		},
 		{
 			name: "a node already running the pods reserved for the controller is no longer preferred",
@@ -84,7 +84,7 @@ func TestScoreSteersPodsToTheirReservedNodes(t *testing.T) {
 				reserved("b", encode(later, map[types.UID]int{web: 1})),
 			},
 			running: map[string][]*v1.Pod{"a": {pod("web-0", web), pod("web-1", web)}},
-			want:    map[string]int64{"a": 0, "b": framework.MaxNodeScore},
+			want:    map[string]int64{"a": 0, "b": fwk.MaxNodeScore},
 		},
 		{
 			name:     "a lapsed reservation is ignored",

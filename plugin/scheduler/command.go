@@ -86,6 +86,7 @@ func run(cmd *cobra.Command, opts *options.Options, extra []app.Option) error {
 			return err
 		}
 	}
+	checkSkew(ctx, cc.Client.Discovery())
 	if mutable, ok := gates.(featuregate.MutableFeatureGate); ok {
 		mutable.AddMetrics()
 	}

@@ -15,7 +15,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	resourcehelper "k8s.io/component-helpers/resource"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
@@ -632,7 +631,7 @@ func utilizations(c Cluster, candidates []Candidate) map[string]float64 {
 	out := make(map[string]float64, len(candidates))
 	for _, cand := range candidates {
 		share := 0.0
-		for name, used := range requestsOf(cand.Pods) {
+		for name, used := range requestsOf(packing.BoundRequests, cand.Pods) {
 			total := allocatable[cand.Node][name]
 			if !total.IsZero() {
 				share = max(share, used.AsApproximateFloat64()/total.AsApproximateFloat64())
@@ -643,12 +642,13 @@ func utilizations(c Cluster, candidates []Candidate) map[string]float64 {
 	return out
 }
 
-// requestsOf is what the pods request together, as the scheduler counts each.
-func requestsOf(pods ...[]*corev1.Pod) corev1.ResourceList {
+// requestsOf is what the pods request together, each as request counts it: a pod on its
+// node (packing.BoundRequests) or one placed (packing.PodRequests).
+func requestsOf(request func(*corev1.Pod) corev1.ResourceList, pods ...[]*corev1.Pod) corev1.ResourceList {
 	sum := corev1.ResourceList{}
 	for _, list := range pods {
 		for _, p := range list {
-			for name, q := range resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}) {
+			for name, q := range request(p) {
 				total := sum[name]
 				total.Add(q)
 				sum[name] = total

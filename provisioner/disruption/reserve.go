@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	resourcehelper "k8s.io/component-helpers/resource"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -40,7 +39,7 @@ func (c *Controller) reserve(ctx context.Context, d Decision, replacementNodes [
 				if requests[uid] == nil {
 					requests[uid] = corev1.ResourceList{}
 				}
-				for name, q := range resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}) {
+				for name, q := range packing.PodRequests(p) {
 					if have, ok := requests[uid][name]; !ok || q.Cmp(have) > 0 {
 						requests[uid][name] = q
 					}
@@ -88,10 +87,12 @@ func (c *Controller) reserve(ctx context.Context, d Decision, replacementNodes [
 // plannedFree is what the plan leaves free on a node once the pods placed there have moved.
 func plannedFree(p packing.Placement) corev1.ResourceList {
 	free := p.Node.Node.Status.Allocatable.DeepCopy()
-	for name, q := range requestsOf(p.Node.Pods, p.Pods) {
-		left := free[name]
-		left.Sub(q)
-		free[name] = left
+	for _, used := range []corev1.ResourceList{requestsOf(packing.BoundRequests, p.Node.Pods), requestsOf(packing.PodRequests, p.Pods)} {
+		for name, q := range used {
+			left := free[name]
+			left.Sub(q)
+			free[name] = left
+		}
 	}
 	return free
 }

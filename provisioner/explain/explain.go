@@ -60,8 +60,17 @@ type Explanation struct {
 	// CapacityRejected is the launch limit's condition on the pod, if any: the scheduler
 	// rejected the pod on capacity planned for it.
 	CapacityRejected *CapacityRejected
+	// Resize is the pod's in-place resize the kubelet has not carried out, if any.
+	Resize *Resize
 	// NodeClaim is the NodeClaim the pod is planned onto, if any.
 	NodeClaim *NodeClaim
+}
+
+// Resize is a pod's pending in-place resize: its PodResizePending condition.
+type Resize struct {
+	// Reason is Deferred (the node may make room later) or Infeasible (the node cannot).
+	Reason  string
+	Message string
 }
 
 // CapacityRejected is the launch limit's pod condition (launchlimit.PodCondition).
@@ -140,8 +149,11 @@ func Explain(ctx context.Context, c client.Reader, namespace, name string) (*Exp
 		NominatedNodeName: pod.Status.NominatedNodeName,
 	}
 	for _, c := range pod.Status.Conditions {
-		if c.Type == launchlimit.PodCondition {
+		switch {
+		case c.Type == launchlimit.PodCondition:
 			ex.CapacityRejected = &CapacityRejected{Held: c.Status == corev1.ConditionTrue, Reason: c.Reason, Message: c.Message, Since: c.LastTransitionTime.Time}
+		case c.Type == corev1.PodResizePending && c.Status == corev1.ConditionTrue:
+			ex.Resize = &Resize{Reason: c.Reason, Message: c.Message}
 		}
 	}
 

@@ -240,6 +240,31 @@ func TestExplainPodRejectedOnItsPlannedCapacity(t *testing.T) {
 	renderGolden(t, "rejected.golden", got)
 }
 
+// TestExplainInfeasibleResize reads a running pod whose in-place resize its node cannot
+// carry out.
+func TestExplainInfeasibleResize(t *testing.T) {
+	ctx := context.Background()
+	pod := createPod(t, ctx, "resized-0")
+	pod.Status.Phase = corev1.PodRunning
+	message := "Node didn't have enough capacity: cpu, requested: 6000, capacity: 4000"
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: corev1.PodReasonInfeasible, Message: message, LastTransitionTime: metav1.Now()}}
+	if err := kube.Status().Update(ctx, pod); err != nil {
+		t.Fatalf("updating pod status: %v", err)
+	}
+	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "resized-0"}, Target: corev1.ObjectReference{Kind: "Node", Name: "ip-10-0-2-9.ec2.internal"}}
+	if err := kube.SubResource("binding").Create(ctx, pod, binding); err != nil {
+		t.Fatalf("binding pod: %v", err)
+	}
+	got, err := Explain(ctx, kube, "default", "resized-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(&Resize{Reason: corev1.PodReasonInfeasible, Message: message}, got.Resize); diff != "" {
+		t.Errorf("Resize (-want +got):\n%s", diff)
+	}
+	renderGolden(t, "resize.golden", got)
+}
+
 func TestExplainMissingPod(t *testing.T) {
 	_, err := Explain(context.Background(), kube, "default", "nope")
 	want := "pod default/nope not found: check the name and the namespace (-n)"

@@ -7,6 +7,9 @@ import (
 	"time"
 )
 
+// reasonInfeasible is the PodResizePending reason of a resize the node cannot carry out.
+const reasonInfeasible = "Infeasible"
+
 // launchLimitReached is the launch limit's condition reason for a pod past its limit
 // (provisioning.ReasonLaunchLimitReached).
 const launchLimitReached = "LaunchLimitReached"
@@ -15,6 +18,8 @@ const launchLimitReached = "LaunchLimitReached"
 func (ex *Explanation) Verdict() string {
 	nc := ex.NodeClaim
 	switch {
+	case ex.NodeName != "" && ex.Resize != nil && ex.Resize.Reason == reasonInfeasible:
+		return fmt.Sprintf("bound to node %s (%s); its resize cannot be carried out there (below)", ex.NodeName, ex.Phase)
 	case ex.NodeName != "":
 		return fmt.Sprintf("bound to node %s (%s)", ex.NodeName, ex.Phase)
 	case nc != nil && nc.Launched != "True":
@@ -75,6 +80,12 @@ func Render(w io.Writer, ex *Explanation) error {
 		}
 		if p.ExistingNodes != "" {
 			fmt.Fprintf(&b, "  existing nodes: %s\n", p.ExistingNodes)
+		}
+	}
+	if r := ex.Resize; r != nil {
+		fmt.Fprintf(&b, "\nResize pending: %s\n  %s\n", r.Reason, orNone(r.Message))
+		if r.Reason == reasonInfeasible {
+			b.WriteString("  the scheduler counts the pod at its old size on its node; consolidation plans it at its new size wherever it moves it\n")
 		}
 	}
 	if c := ex.CapacityRejected; c != nil {

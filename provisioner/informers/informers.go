@@ -45,7 +45,8 @@ var podAnnotations = []string{karpv1.DoNotDisruptAnnotationKey, corev1.MirrorPod
 // Pod cuts a pod down to what Tailor reads: its metadata without managed fields and with
 // only the annotations it reads, the phase and readiness, and of the spec what the planner simulates the
 // scheduler's filters with (requests, host ports, node selector and affinity, tolerations,
-// topology spread, claimed volumes, resource claims), what the drain reads (priority class, termination
+// topology spread, claimed volumes, resource claims, the resources of containers resized in
+// place), what the drain reads (priority class, termination
 // grace period) and what early intake reads (scheduler name, scheduling gates, priority
 // and preemption policy). Anything else is cleared. The pod is changed in place: an informer's
 // transform sees each object first.
@@ -76,19 +77,41 @@ func Pod(obj any) (any, error) {
 		Resources:                     requestsOnly(s.Resources),
 		ResourceClaims:                s.ResourceClaims,
 	}
-	pod.Status = corev1.PodStatus{Phase: pod.Status.Phase, Conditions: readConditions(pod.Status.Conditions), ResourceClaimStatuses: pod.Status.ResourceClaimStatuses}
+	pod.Status = corev1.PodStatus{
+		Phase: pod.Status.Phase, Conditions: readConditions(pod.Status.Conditions), ResourceClaimStatuses: pod.Status.ResourceClaimStatuses,
+		ContainerStatuses: resized(pod.Status.ContainerStatuses), InitContainerStatuses: resized(pod.Status.InitContainerStatuses),
+	}
 	return pod, nil
 }
 
+// resized keeps of each container's status what the scheduler counts a pod on a node by
+// while it is resized in place: its name, allocated resources and actuated requests.
+func resized(in []corev1.ContainerStatus) []corev1.ContainerStatus {
+	if in == nil {
+		return nil
+	}
+	out := make([]corev1.ContainerStatus, len(in))
+	for i, c := range in {
+		out[i] = corev1.ContainerStatus{Name: c.Name, AllocatedResources: c.AllocatedResources}
+		if c.Resources != nil {
+			out[i].Resources = &corev1.ResourceRequirements{Requests: c.Resources.Requests}
+		}
+	}
+	return out
+}
+
 // readConditions keeps of a pod's conditions those Tailor reads: Ready, which the pod
-// metrics read (its status alone), and the launch limit's, which a restarted provisioner
-// reads to keep a pod at its limit (whole).
+// metrics read (its status alone); PodResizePending and PodResizeInProgress, by which the
+// scheduler counts a pod being resized (an infeasible resize by its reason); and the launch
+// limit's, which a restarted provisioner reads to keep a pod at its limit (whole).
 func readConditions(in []corev1.PodCondition) []corev1.PodCondition {
 	var out []corev1.PodCondition
 	for _, c := range in {
 		switch c.Type {
-		case corev1.PodReady:
+		case corev1.PodReady, corev1.PodResizeInProgress:
 			out = append(out, corev1.PodCondition{Type: c.Type, Status: c.Status})
+		case corev1.PodResizePending:
+			out = append(out, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
 		case launchlimit.PodCondition:
 			out = append(out, c)
 		}

@@ -134,6 +134,8 @@ func TestTransformsDecideEveryField(t *testing.T) {
 		"readinessGates": dropped, "runtimeClassName": dropped, "enableServiceLinks": dropped, "preemptionPolicy": kept,
 		"setHostnameAsFQDN": dropped, "os": dropped, "hostUsers": dropped, "schedulingGates": kept,
 		"resourceClaims": kept, "hostnameOverride": dropped,
+		// The Workload API (1.35's gang scheduling) is alpha and off.
+		"workloadRef": dropped,
 	} {
 		wantPod["spec."+f] = fate
 	}
@@ -161,19 +163,24 @@ func TestTransformsDecideEveryField(t *testing.T) {
 	wantPod["spec.volumes[].persistentVolumeClaim"] = kept
 	wantPod["spec.volumes[].ephemeral"] = kept
 	for _, f := range []string{"observedGeneration", "conditions", "message", "reason", "nominatedNodeName", "hostIP", "hostIPs",
-		"podIP", "podIPs", "startTime", "initContainerStatuses", "containerStatuses", "qosClass", "ephemeralContainerStatuses",
-		"resize", "extendedResourceClaimStatus"} {
+		"podIP", "podIPs", "startTime", "qosClass", "ephemeralContainerStatuses",
+		"resize", "extendedResourceClaimStatus",
+		// Pod-level resources resized in place: alpha and off in 1.35.
+		"allocatedResources", "resources"} {
 		wantPod["status."+f] = dropped
 	}
 	wantPod["status.phase"] = kept
 	wantPod["status.resourceClaimStatuses"] = kept
+	// Of container statuses, what a resize in place changes the scheduler's count by.
+	wantPod["status.containerStatuses"] = cut
+	wantPod["status.initContainerStatuses"] = cut
 
 	wantNode := metadata("metadata.", kept)
 	for _, f := range []string{"podCIDR", "podCIDRs", "providerID", "unschedulable", "taints", "configSource", "externalID"} {
 		wantNode["spec."+f] = kept
 	}
 	for _, f := range []string{"capacity", "phase", "addresses", "daemonEndpoints", "nodeInfo", "images", "volumesInUse",
-		"volumesAttached", "config", "runtimeHandlers", "features"} {
+		"volumesAttached", "config", "runtimeHandlers", "features", "declaredFeatures"} {
 		wantNode["status."+f] = dropped
 	}
 	wantNode["status.allocatable"] = kept

@@ -72,7 +72,7 @@ func newFixture(t *testing.T) *fixture {
 	provider, err := aws.New(aws.Options{
 		Cluster:           aws.ClusterInfo{Name: cluster, Endpoint: "https://127.0.0.1:6443", CABundle: "Y2E=", ServiceCIDR: "10.100.0.0/16"},
 		Region:            "us-east-1",
-		KubernetesVersion: "1.34",
+		KubernetesVersion: localaws.DefaultKubernetesVersion,
 	}, clients, mgr.GetAPIReader(), mgr.GetAPIReader(), clock.RealClock{})
 	require.NoError(t, err)
 	require.NoError(t, NewController(mgr.GetClient(), provider, provider, mgr.GetEventRecorderFor("tailor-provisioner"), clock.RealClock{}).Register(mgr))

@@ -106,7 +106,7 @@ func newBase(in Input, pending []corev1.ResourceList, nodeDims bool) *base {
 	for i := range in.Nodes {
 		requests[i] = make([]corev1.ResourceList, len(in.Nodes[i].Pods))
 		for j, pod := range in.Nodes[i].Pods {
-			requests[i][j] = podRequests(pod)
+			requests[i][j] = boundRequests(pod)
 			if nodeDims {
 				for name := range requests[i][j] {
 					b.dims.add(name)

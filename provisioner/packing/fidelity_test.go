@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
@@ -71,9 +72,9 @@ func endState(t testing.TB, in packing.Input, plan packing.Plan) filtercheck.Clu
 }
 
 func toleratesAll(pod *corev1.Pod, taints []corev1.Taint) bool {
-	_, untolerated := corev1helpers.FindMatchingUntoleratedTaint(taints, pod.Spec.Tolerations, func(t *corev1.Taint) bool {
+	_, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), taints, pod.Spec.Tolerations, func(t *corev1.Taint) bool {
 		return t.Effect != corev1.TaintEffectPreferNoSchedule
-	})
+	}, packing.TaintComparisonOperators)
 	return !untolerated
 }
 

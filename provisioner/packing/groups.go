@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/klog/v2"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 )
@@ -208,10 +209,15 @@ func tolerates(tolerations []corev1.Toleration, taints []corev1.Taint) bool {
 	return !untolerated
 }
 
+// TaintComparisonOperators says whether tolerations with the Gt and Lt operators are matched
+// against numeric taint values, as kube-scheduler does with its TaintTolerationComparisonOperators
+// gate: alpha and off in 1.35, so the planner matches them as the shipped scheduler does.
+const TaintComparisonOperators = false
+
 func untoleratedTaint(tolerations []corev1.Toleration, taints []corev1.Taint) (corev1.Taint, bool) {
-	return corev1helpers.FindMatchingUntoleratedTaint(taints, tolerations, func(t *corev1.Taint) bool {
+	return corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), taints, tolerations, func(t *corev1.Taint) bool {
 		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
-	})
+	}, TaintComparisonOperators)
 }
 
 // namedNodes are the nodes required node affinity terms allow by name, when every term

@@ -71,12 +71,42 @@ func requestsOf(pods []*corev1.Pod) []corev1.ResourceList {
 	return out
 }
 
-// podRequests is what a pod takes from a node: its effective requests (init containers and
-// overhead included, as the scheduler computes them) and one pod slot.
+// The scheduler counts a pod's requests in two ways (kube-scheduler 1.35): a pod it places
+// asks for its spec (NodeResourcesFit's PreFilter); a pod on a node takes, while a resize is
+// pending or in progress, the most of its spec, its allocated and its actuated resources,
+// and only the allocated and actuated ones when the kubelet found the resize infeasible
+// (NodeInfo; InPlacePodVerticalScaling is GA). Pod-level requests count (PodLevelResources,
+// beta and on); their in-place resize is alpha and off.
+var (
+	placedOptions = resourcehelper.PodResourcesOptions{}
+	boundOptions  = resourcehelper.PodResourcesOptions{UseStatusResources: true}
+)
+
+// PodRequests is what a pod to place asks of a node, as the scheduler counts it: its spec's
+// effective requests, init containers and overhead included.
+func PodRequests(pod *corev1.Pod) corev1.ResourceList {
+	return resourcehelper.PodRequests(pod, placedOptions)
+}
+
+// BoundRequests is what a pod bound to a node takes from it, as the scheduler counts it: its
+// spec, or more while a resize is under way (see boundOptions).
+func BoundRequests(pod *corev1.Pod) corev1.ResourceList {
+	return resourcehelper.PodRequests(pod, boundOptions)
+}
+
+// podRequests is what a pod to place takes from a node: PodRequests and one pod slot.
 func podRequests(pod *corev1.Pod) corev1.ResourceList {
-	out := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
-	out[corev1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
-	return out
+	return withPodSlot(PodRequests(pod))
+}
+
+// boundRequests is what a pod on a node takes from it: BoundRequests and one pod slot.
+func boundRequests(pod *corev1.Pod) corev1.ResourceList {
+	return withPodSlot(BoundRequests(pod))
+}
+
+func withPodSlot(requests corev1.ResourceList) corev1.ResourceList {
+	requests[corev1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
+	return requests
 }
 
 func (v vec) add(o vec) {

@@ -10,13 +10,13 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	resourcehelper "k8s.io/component-helpers/resource"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1alpha1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/catalog"
 	"github.com/tailor-autoscaler/tailor/provisioner/overlay"
+	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 )
 
 // eksCapacityTypeLabel is the capacity type label of EKS managed node groups, ON_DEMAND or SPOT.
@@ -153,7 +153,7 @@ func Build(nodes []*corev1.Node, pods []*corev1.Pod, prices Prices, overlays []v
 			r = &Resources{}
 			used[pod.Spec.NodeName] = r
 		}
-		req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+		req := packing.BoundRequests(pod)
 		r.CPURequested += req.Cpu().MilliValue()
 		r.MemoryRequested += req.Memory().Value()
 		r.Pods++

@@ -392,7 +392,7 @@ func (e *env) launchOrphan(t *testing.T) {
 		BaseEndpoint: awssdk.String(e.stack.AWSEndpoint),
 	}
 	ec2Client, ssmClient := ec2.NewFromConfig(cfg), ssm.NewFromConfig(cfg)
-	param, err := ssmClient.GetParameter(e.ctx, &ssm.GetParameterInput{Name: awssdk.String("/aws/service/eks/optimized-ami/1.34/amazon-linux-2023/x86_64/standard/recommended/image_id")})
+	param, err := ssmClient.GetParameter(e.ctx, &ssm.GetParameterInput{Name: awssdk.String("/aws/service/eks/optimized-ami/" + localaws.DefaultKubernetesVersion + "/amazon-linux-2023/x86_64/standard/recommended/image_id")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,11 +20,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	resourcehelper "k8s.io/component-helpers/resource"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
+	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 	"github.com/tailor-autoscaler/tailor/test/localstack"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
 )
@@ -315,9 +317,9 @@ func (s *mixedState) checkDaemons() []string {
 	}
 	for node, nc := range launched {
 		for _, ds := range s.daemonSets {
-			_, untolerated := corev1helpers.FindMatchingUntoleratedTaint(nc.Spec.Taints, ds.Spec.Template.Spec.Tolerations, func(t *corev1.Taint) bool {
+			_, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), nc.Spec.Taints, ds.Spec.Template.Spec.Tolerations, func(t *corev1.Taint) bool {
 				return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
-			})
+			}, packing.TaintComparisonOperators)
 			if !untolerated && !running[ds.Name+"/"+node] {
 				out = append(out, fmt.Sprintf("node %s (NodeClaim %s) has no pod of DaemonSet %s", node, nc.Name, ds.Name))
 			}

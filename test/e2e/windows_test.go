@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"github.com/tailor-autoscaler/tailor/test/localaws"
 	"testing"
 	"time"
 
@@ -75,7 +76,7 @@ func TestWindowsPodGetsAWindowsNode(t *testing.T) {
 	if err := e.kube.Get(e.ctx, client.ObjectKey{Name: "windows2022"}, class); err != nil {
 		t.Fatal(err)
 	}
-	if len(class.Status.AMIs) != 1 || class.Status.AMIs[0].Name != "Windows_Server-2022-English-Core-EKS_Optimized-1.34-2026.11.12" {
+	if len(class.Status.AMIs) != 1 || class.Status.AMIs[0].Name != "Windows_Server-2022-English-Core-EKS_Optimized-"+localaws.DefaultKubernetesVersion+"-2026.11.12" {
 		t.Errorf("EC2NodeClass windows2022 status.amis %+v, want the latest Windows Server 2022 EKS AMI alone", class.Status.AMIs)
 	}
 }

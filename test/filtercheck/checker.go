@@ -20,11 +20,13 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	resourceslicetracker "k8s.io/dynamic-resource-allocation/resourceslice/tracker"
 	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/latest"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	frameworkplugins "k8s.io/kubernetes/pkg/scheduler/framework/plugins"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodevolumelimits"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	"k8s.io/kubernetes/pkg/scheduler/metrics"
 	"k8s.io/kubernetes/pkg/scheduler/util/assumecache"
@@ -83,6 +85,8 @@ func newChecker(ctx context.Context, c Cluster, state *endState) (_ *checker, er
 		frameworkruntime.WithClientSet(client),
 		frameworkruntime.WithInformerFactory(factory),
 		frameworkruntime.WithSharedDRAManager(draManager),
+		// NodeVolumeLimits reads CSINodes through the manager kube-scheduler builds.
+		frameworkruntime.WithSharedCSIManager(nodevolumelimits.NewCSIManager(factory.Storage().V1().CSINodes().Lister())),
 		frameworkruntime.WithSnapshotSharedLister(chk.lister),
 	)
 	if err != nil {
@@ -170,18 +174,18 @@ func (c *checker) check(ctx context.Context, pod *corev1.Pod, node string, v *vi
 
 // newDRAManager builds the DynamicResources plugin's view of claims, slices and device classes the
 // way kube-scheduler does, or returns nil when the feature is off.
-func newDRAManager(ctx context.Context, factory informers.SharedInformerFactory, client *fake.Clientset) (framework.SharedDRAManager, error) {
+func newDRAManager(ctx context.Context, factory informers.SharedInformerFactory, client *fake.Clientset) (fwk.SharedDRAManager, error) {
 	if !utilfeature.DefaultFeatureGate.Enabled(features.DynamicResourceAllocation) {
 		return nil, nil
 	}
 	claims := assumecache.NewAssumeCache(klog.FromContext(ctx), factory.Resource().V1().ResourceClaims().Informer(), "ResourceClaim", "", nil)
 	opts := resourceslicetracker.Options{
-		EnableDeviceTaints:       utilfeature.DefaultFeatureGate.Enabled(features.DRADeviceTaints),
+		EnableDeviceTaintRules:   utilfeature.DefaultFeatureGate.Enabled(features.DRADeviceTaintRules),
 		EnableConsumableCapacity: utilfeature.DefaultFeatureGate.Enabled(features.DRAConsumableCapacity),
 		SliceInformer:            factory.Resource().V1().ResourceSlices(),
 		KubeClient:               client,
 	}
-	if opts.EnableDeviceTaints {
+	if opts.EnableDeviceTaintRules {
 		opts.TaintInformer = factory.Resource().V1alpha3().DeviceTaintRules()
 		opts.ClassInformer = factory.Resource().V1().DeviceClasses()
 	}

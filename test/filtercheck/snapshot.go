@@ -92,8 +92,8 @@ type view struct {
 }
 
 var (
-	_ framework.NodeInfoLister    = &view{}
-	_ framework.StorageInfoLister = &view{}
+	_ fwk.NodeInfoLister    = &view{}
+	_ fwk.StorageInfoLister = &view{}
 )
 
 func (v *view) get(name string) *framework.NodeInfo {
@@ -142,13 +142,13 @@ type lister struct {
 	current *view
 }
 
-var _ framework.SharedLister = &lister{}
+var _ fwk.SharedLister = &lister{}
 
 // NodeInfos returns the current view.
-func (l *lister) NodeInfos() framework.NodeInfoLister { return l.current }
+func (l *lister) NodeInfos() fwk.NodeInfoLister { return l.current }
 
 // StorageInfos returns the current view.
-func (l *lister) StorageInfos() framework.StorageInfoLister { return l.current }
+func (l *lister) StorageInfos() fwk.StorageInfoLister { return l.current }
 
 func claimKeys(p *corev1.Pod) []string {
 	var keys []string

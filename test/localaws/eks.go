@@ -136,7 +136,7 @@ func (s *Server) describeCluster() eksCluster {
 		Name:                    s.clusterName,
 		Arn:                     "arn:aws:eks:" + s.region + ":" + accountID + ":cluster/" + s.clusterName,
 		CreatedAt:               float64(s.startedAt.UnixMilli()) / 1000,
-		Version:                 kubernetesVersion,
+		Version:                 s.kubernetes,
 		Endpoint:                c.Endpoint,
 		KubernetesNetworkConfig: network,
 		Status:                  "ACTIVE",

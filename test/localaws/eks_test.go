@@ -51,19 +51,19 @@ func TestDescribeClusterAnswersWhatItIsConfiguredWith(t *testing.T) {
 			name: "configured",
 			eks:  EKSCluster{Endpoint: "https://127.0.0.1:6443", CertificateAuthority: "Y2E=", ServiceIPv4CIDR: "10.0.0.0/24"},
 			want: clusterSummary{
-				Name: "tailor-local", Arn: arn, Status: "ACTIVE", Version: "1.34", Endpoint: "https://127.0.0.1:6443", CA: "Y2E=",
+				Name: "tailor-local", Arn: arn, Status: "ACTIVE", Version: DefaultKubernetesVersion, Endpoint: "https://127.0.0.1:6443", CA: "Y2E=",
 				IPFamily: "ipv4", ServiceIPv4CIDR: "10.0.0.0/24",
 			},
 		},
 		{
 			name: "defaults: EKS's service range, no endpoint or CA",
-			want: clusterSummary{Name: "tailor-local", Arn: arn, Status: "ACTIVE", Version: "1.34", IPFamily: "ipv4", ServiceIPv4CIDR: DefaultServiceCIDR},
+			want: clusterSummary{Name: "tailor-local", Arn: arn, Status: "ACTIVE", Version: DefaultKubernetesVersion, IPFamily: "ipv4", ServiceIPv4CIDR: DefaultServiceCIDR},
 		},
 		{
 			name: "IPv6",
 			eks:  EKSCluster{Endpoint: "https://example.eks", ServiceIPv6CIDR: "fd00:10::/108"},
 			want: clusterSummary{
-				Name: "tailor-local", Arn: arn, Status: "ACTIVE", Version: "1.34", Endpoint: "https://example.eks",
+				Name: "tailor-local", Arn: arn, Status: "ACTIVE", Version: DefaultKubernetesVersion, Endpoint: "https://example.eks",
 				IPFamily: "ipv6", ServiceIPv4CIDR: DefaultServiceCIDR, ServiceIPv6CIDR: "fd00:10::/108",
 			},
 		},

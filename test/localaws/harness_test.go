@@ -28,9 +28,9 @@ import (
 var testStart = time.Date(2026, time.November, 20, 10, 0, 0, 0, time.UTC)
 
 // AMI SSM parameters the tests launch with.
-const (
-	al2023X86Parameter = "/aws/service/eks/optimized-ami/1.34/amazon-linux-2023/x86_64/standard/recommended/image_id"
-	al2023ARMParameter = "/aws/service/eks/optimized-ami/1.34/amazon-linux-2023/arm64/standard/recommended/image_id"
+var (
+	al2023X86Parameter = "/aws/service/eks/optimized-ami/" + DefaultKubernetesVersion + "/amazon-linux-2023/x86_64/standard/recommended/image_id"
+	al2023ARMParameter = "/aws/service/eks/optimized-ami/" + DefaultKubernetesVersion + "/amazon-linux-2023/arm64/standard/recommended/image_id"
 )
 
 // harness is a Server behind an httptest.Server, with real SDK clients pointed at it.

@@ -24,37 +24,37 @@ func TestDescribeImages(t *testing.T) {
 			name: "amazon AL2023 x86_64 by name wildcard",
 			input: ec2.DescribeImagesInput{
 				Owners:  []string{"amazon"},
-				Filters: []ec2types.Filter{{Name: aws.String("name"), Values: []string{"amazon-eks-node-al2023-x86_64-standard-1.34-*"}}},
+				Filters: []ec2types.Filter{{Name: aws.String("name"), Values: []string{"amazon-eks-node-al2023-x86_64-standard-" + DefaultKubernetesVersion + "-*"}}},
 			},
 			want: []string{
-				"amazon-eks-node-al2023-x86_64-standard-1.34-v20260901",
-				"amazon-eks-node-al2023-x86_64-standard-1.34-v20261001",
-				"amazon-eks-node-al2023-x86_64-standard-1.34-v20261101",
+				"amazon-eks-node-al2023-x86_64-standard-" + DefaultKubernetesVersion + "-v20260901",
+				"amazon-eks-node-al2023-x86_64-standard-" + DefaultKubernetesVersion + "-v20261001",
+				"amazon-eks-node-al2023-x86_64-standard-" + DefaultKubernetesVersion + "-v20261101",
 			},
 		},
 		{
 			name: "bottlerocket arm64 by architecture",
 			input: ec2.DescribeImagesInput{
 				Filters: []ec2types.Filter{
-					{Name: aws.String("name"), Values: []string{"bottlerocket-aws-k8s-1.34-*"}},
+					{Name: aws.String("name"), Values: []string{"bottlerocket-aws-k8s-" + DefaultKubernetesVersion + "-*"}},
 					{Name: aws.String("architecture"), Values: []string{"arm64"}},
 				},
 			},
 			want: []string{
-				"bottlerocket-aws-k8s-1.34-aarch64-v1.48.0-" + hexDigits(8, "bottlerocket", "1.48.0"),
-				"bottlerocket-aws-k8s-1.34-aarch64-v1.49.0-" + hexDigits(8, "bottlerocket", "1.49.0"),
-				"bottlerocket-aws-k8s-1.34-aarch64-v1.50.0-" + hexDigits(8, "bottlerocket", "1.50.0"),
+				"bottlerocket-aws-k8s-" + DefaultKubernetesVersion + "-aarch64-v1.48.0-" + hexDigits(8, "bottlerocket", "1.48.0"),
+				"bottlerocket-aws-k8s-" + DefaultKubernetesVersion + "-aarch64-v1.49.0-" + hexDigits(8, "bottlerocket", "1.49.0"),
+				"bottlerocket-aws-k8s-" + DefaultKubernetesVersion + "-aarch64-v1.50.0-" + hexDigits(8, "bottlerocket", "1.50.0"),
 			},
 		},
 		{
 			name:  "AL2 by name with a single-character wildcard",
-			input: ec2.DescribeImagesInput{Filters: []ec2types.Filter{{Name: aws.String("name"), Values: []string{"amazon-eks-node-1.34-v20261?01"}}}},
-			want:  []string{"amazon-eks-node-1.34-v20261001", "amazon-eks-node-1.34-v20261101"},
+			input: ec2.DescribeImagesInput{Filters: []ec2types.Filter{{Name: aws.String("name"), Values: []string{"amazon-eks-node-" + DefaultKubernetesVersion + "-v20261?01"}}}},
+			want:  []string{"amazon-eks-node-" + DefaultKubernetesVersion + "-v20261001", "amazon-eks-node-" + DefaultKubernetesVersion + "-v20261101"},
 		},
 		{
 			name:  "by id",
 			input: ec2.DescribeImagesInput{ImageIds: []string{al2023}},
-			want:  []string{"amazon-eks-node-al2023-x86_64-standard-1.34-v20261101"},
+			want:  []string{"amazon-eks-node-al2023-x86_64-standard-" + DefaultKubernetesVersion + "-v20261101"},
 		},
 		{
 			name:  "own images by discovery tag",
@@ -104,12 +104,12 @@ func TestSSMParametersPointAtTheNewestImages(t *testing.T) {
 		wantName  string
 		wantArch  ec2types.ArchitectureValues
 	}{
-		{al2023X86Parameter, "amazon-eks-node-al2023-x86_64-standard-1.34-v20261101", ec2types.ArchitectureValuesX8664},
-		{al2023ARMParameter, "amazon-eks-node-al2023-arm64-standard-1.34-v20261101", ec2types.ArchitectureValuesArm64},
-		{"/aws/service/eks/optimized-ami/1.34/amazon-linux-2/recommended/image_id", "amazon-eks-node-1.34-v20261101", ec2types.ArchitectureValuesX8664},
-		{"/aws/service/eks/optimized-ami/1.34/amazon-linux-2-arm64/recommended/image_id", "amazon-eks-arm64-node-1.34-v20261101", ec2types.ArchitectureValuesArm64},
-		{"/aws/service/bottlerocket/aws-k8s-1.34/x86_64/latest/image_id", "bottlerocket-aws-k8s-1.34-x86_64-v1.50.0-" + hexDigits(8, "bottlerocket", "1.50.0"), ec2types.ArchitectureValuesX8664},
-		{"/aws/service/bottlerocket/aws-k8s-1.34/arm64/latest/image_id", "bottlerocket-aws-k8s-1.34-aarch64-v1.50.0-" + hexDigits(8, "bottlerocket", "1.50.0"), ec2types.ArchitectureValuesArm64},
+		{al2023X86Parameter, "amazon-eks-node-al2023-x86_64-standard-" + DefaultKubernetesVersion + "-v20261101", ec2types.ArchitectureValuesX8664},
+		{al2023ARMParameter, "amazon-eks-node-al2023-arm64-standard-" + DefaultKubernetesVersion + "-v20261101", ec2types.ArchitectureValuesArm64},
+		{"/aws/service/eks/optimized-ami/" + DefaultKubernetesVersion + "/amazon-linux-2/recommended/image_id", "amazon-eks-node-" + DefaultKubernetesVersion + "-v20261101", ec2types.ArchitectureValuesX8664},
+		{"/aws/service/eks/optimized-ami/" + DefaultKubernetesVersion + "/amazon-linux-2-arm64/recommended/image_id", "amazon-eks-arm64-node-" + DefaultKubernetesVersion + "-v20261101", ec2types.ArchitectureValuesArm64},
+		{"/aws/service/bottlerocket/aws-k8s-" + DefaultKubernetesVersion + "/x86_64/latest/image_id", "bottlerocket-aws-k8s-" + DefaultKubernetesVersion + "-x86_64-v1.50.0-" + hexDigits(8, "bottlerocket", "1.50.0"), ec2types.ArchitectureValuesX8664},
+		{"/aws/service/bottlerocket/aws-k8s-" + DefaultKubernetesVersion + "/arm64/latest/image_id", "bottlerocket-aws-k8s-" + DefaultKubernetesVersion + "-aarch64-v1.50.0-" + hexDigits(8, "bottlerocket", "1.50.0"), ec2types.ArchitectureValuesArm64},
 	}
 	for _, tt := range tests {
 		t.Run(tt.parameter, func(t *testing.T) {

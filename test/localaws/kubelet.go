@@ -24,7 +24,6 @@ const (
 	resourceNeuronCore     = corev1.ResourceName("aws.amazon.com/neuroncore")
 	resourcePodENI         = corev1.ResourceName("vpc.amazonaws.com/pod-eni")
 	defaultRootVolumeGiB   = 20
-	kubeletVersion         = "v" + kubernetesVersion + ".0"
 	registrationBackoff    = 500 * time.Millisecond
 	maxRegistrationBackoff = 30 * time.Second
 )
@@ -97,6 +96,8 @@ type nodeInput struct {
 	settings      kubeletSettings
 	// windowsBuild is the Windows Server build of the instance's image, "" for Linux.
 	windowsBuild string
+	// kubelet is the kubelet's version.
+	kubelet string
 }
 
 // nodeWork is one Node to create or delete.
@@ -207,6 +208,7 @@ func (s *Server) nodeForInstance(ctx context.Context, i *instance) *corev1.Node 
 		privateIP:    i.privateIP,
 		instanceType: i.instanceType,
 		settings:     settings,
+		kubelet:      "v" + s.kubernetes + ".0",
 	}
 	img := s.imageByID(i.imageID)
 	if img != nil && img.platform == platformWindows {
@@ -329,7 +331,7 @@ func buildNode(in nodeInput) *corev1.Node {
 			NodeInfo: corev1.NodeSystemInfo{
 				Architecture:    t.Arch,
 				OperatingSystem: os,
-				KubeletVersion:  kubeletVersion,
+				KubeletVersion:  in.kubelet,
 			},
 		},
 	}

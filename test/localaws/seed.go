@@ -210,9 +210,9 @@ func (s *Server) seedImages() {
 	const (
 		eksOwner          = "602401143452"
 		bottlerocketOwner = "092701018921"
-		eksPath           = "/aws/service/eks/optimized-ami/" + kubernetesVersion
-		bottlerocketPath  = "/aws/service/bottlerocket/aws-k8s-" + kubernetesVersion
 	)
+	eksPath := "/aws/service/eks/optimized-ami/" + s.kubernetes
+	bottlerocketPath := "/aws/service/bottlerocket/aws-k8s-" + s.kubernetes
 	families := []struct {
 		owner    string
 		releases []amiRelease
@@ -227,7 +227,7 @@ func (s *Server) seedImages() {
 			owner:    eksOwner,
 			releases: eksReleases,
 			name: func(arch string, r amiRelease) string {
-				return fmt.Sprintf("amazon-eks-node-al2023-%s-standard-%s-v%s", arch, kubernetesVersion, r.version)
+				return fmt.Sprintf("amazon-eks-node-al2023-%s-standard-%s-v%s", arch, s.kubernetes, r.version)
 			},
 			desc:    "EKS-optimized Kubernetes node based on Amazon Linux 2023",
 			volumes: []imageVolume{{"/dev/xvda", 20}},
@@ -235,7 +235,7 @@ func (s *Server) seedImages() {
 				return eksPath + "/amazon-linux-2023/" + arch + "/standard/recommended/image_id"
 			},
 			versioned: func(arch string, r amiRelease) string {
-				return fmt.Sprintf("%s/amazon-linux-2023/%s/standard/amazon-eks-node-al2023-%s-standard-%s-v%s/image_id", eksPath, arch, arch, kubernetesVersion, r.version)
+				return fmt.Sprintf("%s/amazon-linux-2023/%s/standard/amazon-eks-node-al2023-%s-standard-%s-v%s/image_id", eksPath, arch, arch, s.kubernetes, r.version)
 			},
 		},
 		{
@@ -243,9 +243,9 @@ func (s *Server) seedImages() {
 			releases: eksReleases,
 			name: func(arch string, r amiRelease) string {
 				if arch == archARM64 {
-					return fmt.Sprintf("amazon-eks-arm64-node-%s-v%s", kubernetesVersion, r.version)
+					return fmt.Sprintf("amazon-eks-arm64-node-%s-v%s", s.kubernetes, r.version)
 				}
-				return fmt.Sprintf("amazon-eks-node-%s-v%s", kubernetesVersion, r.version)
+				return fmt.Sprintf("amazon-eks-node-%s-v%s", s.kubernetes, r.version)
 			},
 			desc:    "EKS Kubernetes Worker AMI with AmazonLinux2 image",
 			volumes: []imageVolume{{"/dev/xvda", 20}},
@@ -257,9 +257,9 @@ func (s *Server) seedImages() {
 			},
 			versioned: func(arch string, r amiRelease) string {
 				if arch == archARM64 {
-					return fmt.Sprintf("%s/amazon-linux-2-arm64/amazon-eks-arm64-node-%s-v%s/image_id", eksPath, kubernetesVersion, r.version)
+					return fmt.Sprintf("%s/amazon-linux-2-arm64/amazon-eks-arm64-node-%s-v%s/image_id", eksPath, s.kubernetes, r.version)
 				}
-				return fmt.Sprintf("%s/amazon-linux-2/amazon-eks-node-%s-v%s/image_id", eksPath, kubernetesVersion, r.version)
+				return fmt.Sprintf("%s/amazon-linux-2/amazon-eks-node-%s-v%s/image_id", eksPath, s.kubernetes, r.version)
 			},
 		},
 		{
@@ -270,9 +270,9 @@ func (s *Server) seedImages() {
 				if arch == archARM64 {
 					machine = "aarch64"
 				}
-				return fmt.Sprintf("bottlerocket-aws-k8s-%s-%s-v%s-%s", kubernetesVersion, machine, r.version, hexDigits(8, "bottlerocket", r.version))
+				return fmt.Sprintf("bottlerocket-aws-k8s-%s-%s-v%s-%s", s.kubernetes, machine, r.version, hexDigits(8, "bottlerocket", r.version))
 			},
-			desc:    "bottlerocket-aws-k8s-" + kubernetesVersion,
+			desc:    "bottlerocket-aws-k8s-" + s.kubernetes,
 			volumes: []imageVolume{{"/dev/xvda", 2}, {"/dev/xvdb", 20}},
 			ssm: func(arch string) string {
 				return bottlerocketPath + "/" + arch + "/latest/image_id"
@@ -327,7 +327,7 @@ func (s *Server) seedImages() {
 	// An image another account shares under a name like the EKS images' and newer than
 	// them: a name-only selector term must not pick it (owner defaults to self and amazon).
 	lookalike := &image{
-		name:        "amazon-eks-node-al2023-x86_64-standard-" + kubernetesVersion + "-v20261201-community",
+		name:        "amazon-eks-node-al2023-x86_64-standard-" + s.kubernetes + "-v20261201-community",
 		description: "Community rebuild of the EKS-optimized AL2023 image",
 		arch:        archX8664,
 		ownerID:     communityAccountID,
@@ -353,11 +353,11 @@ func (s *Server) seedWindowsImages(day func(int, time.Month, int) time.Time) {
 	}
 	for _, w := range []struct{ year, build string }{{"2019", "10.0.17763"}, {"2022", "10.0.20348"}} {
 		year, build := w.year, w.build
-		base := "Windows_Server-" + year + "-English-Core-EKS_Optimized-" + kubernetesVersion
+		base := "Windows_Server-" + year + "-English-Core-EKS_Optimized-" + s.kubernetes
 		for i, r := range releases {
 			img := &image{
 				name:        base + "-" + r.version,
-				description: "Microsoft Windows Server " + year + " Core optimized for EKS and Kubernetes " + kubernetesVersion,
+				description: "Microsoft Windows Server " + year + " Core optimized for EKS and Kubernetes " + s.kubernetes,
 				arch:        archX8664,
 				ownerID:     windowsOwner,
 				ownerAlias:  "amazon",

@@ -24,6 +24,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/component-base/version"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -45,11 +46,16 @@ const (
 	terminatedRetention = time.Hour
 	// accountID owns every seeded resource.
 	accountID = "123456789012"
-	// kubernetesVersion is the version the seeded EKS AMIs and SSM parameters are for.
-	kubernetesVersion = "1.34"
 	// maxRequestBytes bounds a request body; the largest real requests are a few hundred KiB.
 	maxRequestBytes = 8 << 20
 )
+
+// DefaultKubernetesVersion is the minor of the Kubernetes modules the server is built from
+// (component-base v0.35.x says 1.35), so that the local endpoint moves with the module graph.
+const DefaultKubernetesVersion = version.DefaultKubeBinaryVersion
+
+// kubernetesMinor matches a Kubernetes minor as EKS writes it.
+var kubernetesMinor = regexp.MustCompile(`^1\.[0-9]+$`)
 
 // clusterNamePattern is the EKS rule for cluster names.
 var clusterNamePattern = regexp.MustCompile(`^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$`)
@@ -82,6 +88,10 @@ type Options struct {
 	SQS SQSOptions
 	// EKS is what DescribeCluster answers for the cluster.
 	EKS EKSCluster
+	// KubernetesVersion is the minor the cluster runs (1.35): the version DescribeCluster
+	// answers, the kubelet's, and the release the seeded EKS AMIs and SSM parameters are
+	// for. Empty means DefaultKubernetesVersion.
+	KubernetesVersion string
 }
 
 // Server is the local AWS endpoint. It is safe for concurrent use.
@@ -97,7 +107,9 @@ type Server struct {
 	nodes         nodeClient
 	sqs           *sqsService
 	eks           EKSCluster
-	startedAt     time.Time
+	// kubernetes is the minor the cluster runs (Options.KubernetesVersion).
+	kubernetes string
+	startedAt  time.Time
 
 	// catalog data and seeded resources; never changed after New.
 	instanceTypes  []catalog.InstanceType
@@ -155,6 +167,12 @@ func New(opts Options) (*Server, error) {
 	if err := opts.EKS.validate(); err != nil {
 		return nil, err
 	}
+	if opts.KubernetesVersion == "" {
+		opts.KubernetesVersion = DefaultKubernetesVersion
+	}
+	if !kubernetesMinor.MatchString(opts.KubernetesVersion) {
+		return nil, fmt.Errorf("kubernetes version %q must be a minor such as 1.35", opts.KubernetesVersion)
+	}
 	for _, q := range opts.SQS.Queues {
 		if !queueNamePattern.MatchString(q) {
 			return nil, fmt.Errorf("queue name %q must be 1-80 letters, digits, '-' or '_'", q)
@@ -185,6 +203,7 @@ func New(opts Options) (*Server, error) {
 		shutdownDelay: opts.ShutdownDelay,
 		syncPeriod:    opts.SyncPeriod,
 		eks:           opts.EKS,
+		kubernetes:    opts.KubernetesVersion,
 		logger:        opts.Logger.WithName("localaws"),
 		startedAt:     opts.Clock.Now().UTC(),
 		instanceTypes: cat.InstanceTypes,

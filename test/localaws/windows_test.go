@@ -23,12 +23,12 @@ func TestWindowsSSMParametersAndImages(t *testing.T) {
 		want      image
 	}{
 		{
-			parameter: "/aws/service/ami-windows-latest/Windows_Server-2022-English-Core-EKS_Optimized-1.34/image_id",
-			want:      image{"Windows_Server-2022-English-Core-EKS_Optimized-1.34-2026.11.12", "x86_64", "windows", "Windows", "RunInstances:0002", "/dev/sda1"},
+			parameter: "/aws/service/ami-windows-latest/Windows_Server-2022-English-Core-EKS_Optimized-" + DefaultKubernetesVersion + "/image_id",
+			want:      image{"Windows_Server-2022-English-Core-EKS_Optimized-" + DefaultKubernetesVersion + "-2026.11.12", "x86_64", "windows", "Windows", "RunInstances:0002", "/dev/sda1"},
 		},
 		{
-			parameter: "/aws/service/ami-windows-latest/Windows_Server-2019-English-Core-EKS_Optimized-1.34/image_id",
-			want:      image{"Windows_Server-2019-English-Core-EKS_Optimized-1.34-2026.11.12", "x86_64", "windows", "Windows", "RunInstances:0002", "/dev/sda1"},
+			parameter: "/aws/service/ami-windows-latest/Windows_Server-2019-English-Core-EKS_Optimized-" + DefaultKubernetesVersion + "/image_id",
+			want:      image{"Windows_Server-2019-English-Core-EKS_Optimized-" + DefaultKubernetesVersion + "-2026.11.12", "x86_64", "windows", "Windows", "RunInstances:0002", "/dev/sda1"},
 		},
 	}
 	for _, tt := range tests {
@@ -53,8 +53,8 @@ func TestWindowsSSMParametersAndImages(t *testing.T) {
 			got = append(got, aws.ToString(img.Name))
 		}
 		want := []string{
-			"Windows_Server-2019-English-Core-EKS_Optimized-1.34-2026.10.15", "Windows_Server-2019-English-Core-EKS_Optimized-1.34-2026.11.12",
-			"Windows_Server-2022-English-Core-EKS_Optimized-1.34-2026.10.15", "Windows_Server-2022-English-Core-EKS_Optimized-1.34-2026.11.12",
+			"Windows_Server-2019-English-Core-EKS_Optimized-" + DefaultKubernetesVersion + "-2026.10.15", "Windows_Server-2019-English-Core-EKS_Optimized-" + DefaultKubernetesVersion + "-2026.11.12",
+			"Windows_Server-2022-English-Core-EKS_Optimized-" + DefaultKubernetesVersion + "-2026.10.15", "Windows_Server-2022-English-Core-EKS_Optimized-" + DefaultKubernetesVersion + "-2026.11.12",
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("Windows images (-want +got):\n%s", diff)

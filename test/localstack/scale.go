@@ -46,7 +46,7 @@ func (s *Stack) scaleArgs(component string) []string {
 		return []string{
 			// A pod that does not fit waits for a node, and the scheduler patches its
 			// PodScheduled condition each time: in the scheduling cycle itself unless its API
-			// calls are asynchronous (beta in 1.34, off by default). With the API server slowed
+			// calls are asynchronous (beta since 1.34, still off by default in 1.35). With the API server slowed
 			// by the burst, each patch took a quarter of a second and the scheduler tried 2 to 3
 			// pods a second while thousands waited.
 			"--feature-gates", "SchedulerAsyncAPICalls=true",

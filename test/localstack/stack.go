@@ -120,6 +120,12 @@ type Options struct {
 	// profile, in place of DefaultPreemption, and --elastic-quotas in the sidecar, as the
 	// chart's scheduler.capacityScheduling.enabled does.
 	CapacityScheduling bool
+	// ServerVersion is the Kubernetes release (1.37.2) of the control plane: kube-apiserver,
+	// kube-controller-manager and the cluster's default kube-scheduler, from
+	// Root/_output/bin/kubernetes-<version> (hack/build-server.sh builds them); the local
+	// endpoint then serves that minor (EKS, AMIs). Empty runs the release go.mod pins, from
+	// Root/_output/bin, as tailor-scheduler is built from.
+	ServerVersion string
 	// RejectLaunchedNodes runs tailor-scheduler-rejecting in place of tailor-scheduler: the
 	// same scheduler with the RejectLaunchedNodes filter (package rejectfilter) in its
 	// profile, which rejects pods labelled rejectfilter.Label on every node Tailor launched.
@@ -219,6 +225,27 @@ func (o *Options) defaults() error {
 
 func (o *Options) bin(name string) string { return filepath.Join(o.Root, "_output", "bin", name) }
 
+// controlPlane are the binaries of the control plane's release (Options.ServerVersion).
+var controlPlane = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"}
+
+// serverBin is the binary of a control-plane component: of Options.ServerVersion's release
+// when set, otherwise bin's.
+func (o *Options) serverBin(name string) string {
+	if o.ServerVersion == "" {
+		return o.bin(name)
+	}
+	return filepath.Join(o.Root, "_output", "bin", "kubernetes-"+o.ServerVersion, name)
+}
+
+// serverMinor is the minor of Options.ServerVersion (1.37), empty when that is.
+func (o *Options) serverMinor() string {
+	parts := strings.SplitN(o.ServerVersion, ".", 3)
+	if len(parts) < 2 {
+		return ""
+	}
+	return parts[0] + "." + parts[1]
+}
+
 // Up starts every component and returns once tailor-scheduler is serving. On error it
 // stops what it started.
 func Up(ctx context.Context, opts Options) (_ *Stack, err error) {
@@ -229,9 +256,18 @@ func Up(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if opts.RejectLaunchedNodes {
 		scheduler = "tailor-scheduler-rejecting"
 	}
-	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "tailor-local-aws", "tailor-provisioner", scheduler} {
+	for _, name := range []string{"etcd", "kwok", "tailor-local-aws", "tailor-provisioner", scheduler} {
 		if _, err := os.Stat(opts.bin(name)); err != nil {
 			return nil, fmt.Errorf("missing %s: run `make binaries` (hack/build.sh) first: %w", opts.bin(name), err)
+		}
+	}
+	for _, name := range controlPlane {
+		if _, err := os.Stat(opts.serverBin(name)); err != nil {
+			build := "`make binaries` (hack/build.sh)"
+			if opts.ServerVersion != "" {
+				build = "hack/build-server.sh " + opts.ServerVersion
+			}
+			return nil, fmt.Errorf("missing %s: run %s first: %w", opts.serverBin(name), build, err)
 		}
 	}
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
@@ -439,7 +475,7 @@ func (s *Stack) startAPIServer(ctx context.Context) error {
 		}
 		args = append(args, "--audit-policy-file", policy, "--audit-log-path", s.AuditLog, "--audit-log-format", "json")
 	}
-	if err := s.run(APIServer, s.opts.bin("kube-apiserver"), append(args, s.scaleArgs(APIServer)...)); err != nil {
+	if err := s.run(APIServer, s.opts.serverBin("kube-apiserver"), append(args, s.scaleArgs(APIServer)...)); err != nil {
 		return err
 	}
 	cs, err := kubernetes.NewForConfig(s.Config)
@@ -467,7 +503,7 @@ func (s *Stack) startAPIServer(ctx context.Context) error {
 
 func (s *Stack) startControllerManager(ctx context.Context) error {
 	kc := kubeconfigPath(s.opts.Dir, "kube-controller-manager")
-	err := s.run(ControllerManager, s.opts.bin("kube-controller-manager"), append([]string{
+	err := s.run(ControllerManager, s.opts.serverBin("kube-controller-manager"), append([]string{
 		"--kubeconfig", kc, "--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc,
 		"--service-account-private-key-file", filepath.Join(s.opts.Dir, "pki", "sa.key"),
 		"--root-ca-file", filepath.Join(s.opts.Dir, "pki", "ca.crt"),
@@ -509,7 +545,7 @@ func (s *Stack) startKubeScheduler(ctx context.Context) error {
 		return err
 	}
 	port := s.ports["kube-scheduler"]
-	err = s.run(KubeScheduler, s.opts.bin("kube-scheduler"), []string{
+	err = s.run(KubeScheduler, s.opts.serverBin("kube-scheduler"), []string{
 		"--config", cfgPath,
 		"--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc,
 		"--authentication-skip-lookup",
@@ -594,7 +630,12 @@ func (s *Stack) startLocalAWS(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Dir(addrFile), 0o755); err != nil {
 		return err
 	}
-	err := s.run(LocalAWS, s.opts.bin("tailor-local-aws"), []string{
+	var version []string
+	if minor := s.opts.serverMinor(); minor != "" {
+		// The cluster's minor, as EKS answers it and as its AMIs are built for.
+		version = []string{"--kubernetes-version", minor}
+	}
+	err := s.run(LocalAWS, s.opts.bin("tailor-local-aws"), append([]string{
 		"--listen", "127.0.0.1:0", "--address-file", addrFile,
 		"--cluster-name", s.opts.ClusterName,
 		"--kubeconfig", kubeconfigPath(s.opts.Dir, "local-aws"),
@@ -604,7 +645,7 @@ func (s *Stack) startLocalAWS(ctx context.Context) error {
 		"--service-cidr", serviceCIDR,
 		"--queues", s.opts.InterruptionQueue,
 		"--spot-reclaim-delay", s.spotReclaimDelay().String(),
-	})
+	}, version...))
 	if err != nil {
 		return err
 	}

@@ -48,10 +48,20 @@ var notExercised = map[string]string{
 	"watch nodeoverlays.karpenter.sh":                    "NodeOverlay feature gate only (off in this round: the overlays are listed once, to say they are ignored)",
 	"patch nodeoverlays/status.karpenter.sh":             "NodeOverlay feature gate only: the NodeOverlay status controller",
 	"get podgroups.scheduling.x-k8s.io":                  "gangs only: pods that name a Coscheduling PodGroup",
+	"list nodepools.karpenter.sh":                        watchListed,
+	"list nodeclaims.karpenter.sh":                       watchListed,
+	"list ec2nodeclasses.karpenter.k8s.aws":              watchListed,
+	"list daemonsets.apps":                               watchListed,
+	"list podgroups.scheduling.x-k8s.io":                 watchListed,
 	"list elasticquotas.scheduling.x-k8s.io":             "quotas only: --elastic-quotas and CapacityScheduling in the profile",
 	"get elasticquotas.scheduling.x-k8s.io":              "quotas only: CapacityScheduling in the profile",
 	"watch elasticquotas.scheduling.x-k8s.io":            "quotas only: CapacityScheduling in the profile",
 }
+
+// watchListed is why an informer's list goes unused: client-go 1.35 streams an informer's
+// initial list over its watch (WatchListClient, on by default), and lists only when the API
+// server does not serve that.
+const watchListed = "informers stream their initial list over the watch (client-go's WatchListClient); list is their fallback on API servers that do not serve it"
 
 // TestRBACGrantsWhatTheComponentsUse runs a scheduling round on the local stack with the API
 // server's audit log on (a Deployment scheduled onto nodes Tailor launches, then its

@@ -11,7 +11,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
 )
 
 // Name is the plugin's name in a KubeSchedulerConfiguration.
@@ -29,10 +28,10 @@ const nodePoolLabel = "karpenter.sh/nodepool"
 // RejectLaunchedNodes rejects labelled pods on launched nodes.
 type RejectLaunchedNodes struct{}
 
-var _ framework.FilterPlugin = &RejectLaunchedNodes{}
+var _ fwk.FilterPlugin = &RejectLaunchedNodes{}
 
 // New returns the plugin; it takes no args.
-func New(context.Context, runtime.Object, framework.Handle) (framework.Plugin, error) {
+func New(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
 	return &RejectLaunchedNodes{}, nil
 }
 

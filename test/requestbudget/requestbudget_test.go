@@ -96,7 +96,7 @@ func newFixture(t *testing.T) *fixture {
 	provider, err := aws.New(aws.Options{
 		Cluster:           aws.ClusterInfo{Name: cluster, Endpoint: "https://127.0.0.1:6443", CABundle: "Y2E=", ServiceCIDR: "10.100.0.0/16"},
 		Region:            "us-east-1",
-		KubernetesVersion: "1.34",
+		KubernetesVersion: localaws.DefaultKubernetesVersion,
 	}, clients, mgr.GetAPIReader(), mgr.GetClient(), clk)
 	if err != nil {
 		t.Fatal(err)
@@ -298,9 +298,9 @@ func TestAnEC2NodeClassThatCannotResolve(t *testing.T) {
 		},
 		{
 			name:    "mistyped ssmParameter",
-			ami:     awsv1.AMISelectorTerm{SSMParameter: "/aws/service/eks/optimized-ami/1.34/amazon-linux-2023/x86_64/standard/recomended/image_id"},
+			ami:     awsv1.AMISelectorTerm{SSMParameter: "/aws/service/eks/optimized-ami/" + localaws.DefaultKubernetesVersion + "/amazon-linux-2023/x86_64/standard/recomended/image_id"},
 			actions: []string{"DescribeSubnets", "DescribeSecurityGroups", "GetParameter"},
-			want:    "False ResolutionFailed: resolving amiSelectorTerms: reading SSM parameter /aws/service/eks/optimized-ami/1.34/amazon-linux-2023/x86_64/standard/recomended/image_id: SSM GetParameter: ParameterNotFound",
+			want:    "False ResolutionFailed: resolving amiSelectorTerms: reading SSM parameter /aws/service/eks/optimized-ami/" + localaws.DefaultKubernetesVersion + "/amazon-linux-2023/x86_64/standard/recomended/image_id: SSM GetParameter: ParameterNotFound",
 		},
 	}
 	for _, tt := range tests {

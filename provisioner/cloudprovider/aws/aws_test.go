@@ -108,7 +108,7 @@ func (h *harness) newProvider(t *testing.T, clk clock.Clock) *Provider {
 	p, err := New(Options{
 		Cluster:           ClusterInfo{Name: testCluster, Endpoint: "https://127.0.0.1:6443", CABundle: "Y2E=", ServiceCIDR: "10.100.0.0/16"},
 		Region:            "us-east-1",
-		KubernetesVersion: "1.34",
+		KubernetesVersion: localaws.DefaultKubernetesVersion,
 	}, NewClients(h.cfg), h.kube, h.kube, clk)
 	if err != nil {
 		t.Fatal(err)
@@ -244,8 +244,8 @@ func TestResolveNodeClass(t *testing.T) {
 	var archs []string
 	for _, a := range status.AMIs {
 		archs = append(archs, a.Requirements[0].Values[0])
-		if !strings.Contains(a.Name, "al2023") || !strings.Contains(a.Name, "1.34") {
-			t.Errorf("AMI %s (%s) is not an AL2023 image for 1.34", a.ID, a.Name)
+		if !strings.Contains(a.Name, "al2023") || !strings.Contains(a.Name, localaws.DefaultKubernetesVersion) {
+			t.Errorf("AMI %s (%s) is not an AL2023 image for "+localaws.DefaultKubernetesVersion, a.ID, a.Name)
 		}
 	}
 	if diff := cmp.Diff([]string{"amd64", "arm64"}, archs); diff != "" {

@@ -130,7 +130,7 @@ func TestIsolatedVPCCallsNeitherPricingNorEKS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(Options{Cluster: cluster, Region: "us-east-1", KubernetesVersion: "1.34", IsolatedVPC: true}, NewClients(h.cfg), h.kube, h.kube, clock.RealClock{})
+	p, err := New(Options{Cluster: cluster, Region: "us-east-1", KubernetesVersion: localaws.DefaultKubernetesVersion, IsolatedVPC: true}, NewClients(h.cfg), h.kube, h.kube, clock.RealClock{})
 	if err != nil {
 		t.Fatal(err)
 	}

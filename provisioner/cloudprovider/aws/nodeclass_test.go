@@ -2,6 +2,7 @@ package aws
 
 import (
 	"context"
+	"github.com/tailor-autoscaler/tailor/test/localaws"
 	"regexp"
 	"strings"
 	"testing"
@@ -70,43 +71,43 @@ func TestAMIAliasesResolveThroughSSM(t *testing.T) {
 	}{
 		{
 			name: "al2023 pinned to a release", alias: "al2023@v20261001",
-			want: map[string]string{"amd64": "amazon-eks-node-al2023-x86_64-standard-1.34-v20261001", "arm64": "amazon-eks-node-al2023-arm64-standard-1.34-v20261001"},
+			want: map[string]string{"amd64": "amazon-eks-node-al2023-x86_64-standard-" + localaws.DefaultKubernetesVersion + "-v20261001", "arm64": "amazon-eks-node-al2023-arm64-standard-" + localaws.DefaultKubernetesVersion + "-v20261001"},
 		},
 		{
 			name: "al2023 latest is the recommended release", alias: "al2023@latest",
-			want: map[string]string{"amd64": "amazon-eks-node-al2023-x86_64-standard-1.34-v20261101", "arm64": "amazon-eks-node-al2023-arm64-standard-1.34-v20261101"},
+			want: map[string]string{"amd64": "amazon-eks-node-al2023-x86_64-standard-" + localaws.DefaultKubernetesVersion + "-v20261101", "arm64": "amazon-eks-node-al2023-arm64-standard-" + localaws.DefaultKubernetesVersion + "-v20261101"},
 		},
 		{
 			name: "al2 pinned to a release", alias: "al2@v20260901",
-			want: map[string]string{"amd64": "amazon-eks-node-1.34-v20260901", "arm64": "amazon-eks-arm64-node-1.34-v20260901"},
+			want: map[string]string{"amd64": "amazon-eks-node-" + localaws.DefaultKubernetesVersion + "-v20260901", "arm64": "amazon-eks-arm64-node-" + localaws.DefaultKubernetesVersion + "-v20260901"},
 		},
 		{
 			name: "al2 latest", alias: "al2@latest",
-			want: map[string]string{"amd64": "amazon-eks-node-1.34-v20261101", "arm64": "amazon-eks-arm64-node-1.34-v20261101"},
+			want: map[string]string{"amd64": "amazon-eks-node-" + localaws.DefaultKubernetesVersion + "-v20261101", "arm64": "amazon-eks-arm64-node-" + localaws.DefaultKubernetesVersion + "-v20261101"},
 		},
 		{
 			name: "bottlerocket pinned to a release", alias: "bottlerocket@1.49.0",
-			want: map[string]string{"amd64": "bottlerocket-aws-k8s-1.34-x86_64-v1.49.0", "arm64": "bottlerocket-aws-k8s-1.34-aarch64-v1.49.0"},
+			want: map[string]string{"amd64": "bottlerocket-aws-k8s-" + localaws.DefaultKubernetesVersion + "-x86_64-v1.49.0", "arm64": "bottlerocket-aws-k8s-" + localaws.DefaultKubernetesVersion + "-aarch64-v1.49.0"},
 		},
 		{
 			name: "bottlerocket pinned with the v of its tags", alias: "bottlerocket@v1.48.0",
-			want: map[string]string{"amd64": "bottlerocket-aws-k8s-1.34-x86_64-v1.48.0", "arm64": "bottlerocket-aws-k8s-1.34-aarch64-v1.48.0"},
+			want: map[string]string{"amd64": "bottlerocket-aws-k8s-" + localaws.DefaultKubernetesVersion + "-x86_64-v1.48.0", "arm64": "bottlerocket-aws-k8s-" + localaws.DefaultKubernetesVersion + "-aarch64-v1.48.0"},
 		},
 		{
 			name: "bottlerocket latest", alias: "bottlerocket@latest",
-			want: map[string]string{"amd64": "bottlerocket-aws-k8s-1.34-x86_64-v1.50.0", "arm64": "bottlerocket-aws-k8s-1.34-aarch64-v1.50.0"},
+			want: map[string]string{"amd64": "bottlerocket-aws-k8s-" + localaws.DefaultKubernetesVersion + "-x86_64-v1.50.0", "arm64": "bottlerocket-aws-k8s-" + localaws.DefaultKubernetesVersion + "-aarch64-v1.50.0"},
 		},
 		{
 			name: "a release that does not exist names the alias and the fix", alias: "al2023@v20200101",
-			wantErr: `resolving amiSelectorTerms: alias "al2023@v20200101": no al2023 release v20200101 for Kubernetes 1.34 (SSM parameters ` +
-				`/aws/service/eks/optimized-ami/1.34/amazon-linux-2023/arm64/standard/amazon-eks-node-al2023-arm64-standard-1.34-v20200101/image_id, ` +
-				`/aws/service/eks/optimized-ami/1.34/amazon-linux-2023/x86_64/standard/amazon-eks-node-al2023-x86_64-standard-1.34-v20200101/image_id not found): ` +
+			wantErr: `resolving amiSelectorTerms: alias "al2023@v20200101": no al2023 release v20200101 for Kubernetes ` + localaws.DefaultKubernetesVersion + ` (SSM parameters ` +
+				`/aws/service/eks/optimized-ami/` + localaws.DefaultKubernetesVersion + `/amazon-linux-2023/arm64/standard/amazon-eks-node-al2023-arm64-standard-` + localaws.DefaultKubernetesVersion + `-v20200101/image_id, ` +
+				`/aws/service/eks/optimized-ami/` + localaws.DefaultKubernetesVersion + `/amazon-linux-2023/x86_64/standard/amazon-eks-node-al2023-x86_64-standard-` + localaws.DefaultKubernetesVersion + `-v20200101/image_id not found): ` +
 				`pin a published release or use al2023@latest`,
 		},
 		{
 			name: "a bottlerocket release that does not exist", alias: "bottlerocket@9.9.9",
-			wantErr: `resolving amiSelectorTerms: alias "bottlerocket@9.9.9": no bottlerocket release 9.9.9 for Kubernetes 1.34 (SSM parameters ` +
-				`/aws/service/bottlerocket/aws-k8s-1.34/arm64/9.9.9/image_id, /aws/service/bottlerocket/aws-k8s-1.34/x86_64/9.9.9/image_id not found): ` +
+			wantErr: `resolving amiSelectorTerms: alias "bottlerocket@9.9.9": no bottlerocket release 9.9.9 for Kubernetes ` + localaws.DefaultKubernetesVersion + ` (SSM parameters ` +
+				`/aws/service/bottlerocket/aws-k8s-` + localaws.DefaultKubernetesVersion + `/arm64/9.9.9/image_id, /aws/service/bottlerocket/aws-k8s-` + localaws.DefaultKubernetesVersion + `/x86_64/9.9.9/image_id not found): ` +
 				`pin a published release or use bottlerocket@latest`,
 		},
 		{
@@ -149,14 +150,14 @@ func TestAMIAliasesResolveThroughSSM(t *testing.T) {
 func TestAMINameWithoutOwnerMatchesOnlyOwnAndAmazonImages(t *testing.T) {
 	h := newHarness(t)
 	// The local endpoint shares a newer look-alike of the EKS AL2023 image from another account.
-	const lookalikes = "amazon-eks-node-al2023-x86_64-standard-1.34-*"
+	lookalikes := "amazon-eks-node-al2023-x86_64-standard-" + localaws.DefaultKubernetesVersion + "-*"
 	tests := []struct {
 		name string
 		term awsv1.AMISelectorTerm
 		want string
 	}{
-		{name: "a name alone defaults the owner to self and amazon", term: awsv1.AMISelectorTerm{Name: lookalikes}, want: "amazon-eks-node-al2023-x86_64-standard-1.34-v20261101"},
-		{name: "an owner set is the owner searched", term: awsv1.AMISelectorTerm{Name: lookalikes, Owner: "210987654321"}, want: "amazon-eks-node-al2023-x86_64-standard-1.34-v20261201-community"},
+		{name: "a name alone defaults the owner to self and amazon", term: awsv1.AMISelectorTerm{Name: lookalikes}, want: "amazon-eks-node-al2023-x86_64-standard-" + localaws.DefaultKubernetesVersion + "-v20261101"},
+		{name: "an owner set is the owner searched", term: awsv1.AMISelectorTerm{Name: lookalikes, Owner: "210987654321"}, want: "amazon-eks-node-al2023-x86_64-standard-" + localaws.DefaultKubernetesVersion + "-v20261201-community"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

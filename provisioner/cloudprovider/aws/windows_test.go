@@ -2,6 +2,7 @@ package aws
 
 import (
 	"context"
+	"github.com/tailor-autoscaler/tailor/test/localaws"
 	"testing"
 	"time"
 
@@ -56,17 +57,17 @@ func TestWindowsAMIsResolveThroughSSM(t *testing.T) {
 		{
 			name:  "windows2022@latest is the latest Windows Server 2022 Core EKS image, amd64 only",
 			class: windowsClass(nil, awsv1.AMISelectorTerm{Alias: "windows2022@latest"}),
-			want:  amd64Windows("Windows_Server-2022-English-Core-EKS_Optimized-1.34-2026.11.12"),
+			want:  amd64Windows("Windows_Server-2022-English-Core-EKS_Optimized-" + localaws.DefaultKubernetesVersion + "-2026.11.12"),
 		},
 		{
 			name:  "windows2019@latest",
 			class: windowsClass(nil, awsv1.AMISelectorTerm{Alias: "windows2019@latest"}),
-			want:  amd64Windows("Windows_Server-2019-English-Core-EKS_Optimized-1.34-2026.11.12"),
+			want:  amd64Windows("Windows_Server-2019-English-Core-EKS_Optimized-" + localaws.DefaultKubernetesVersion + "-2026.11.12"),
 		},
 		{
 			name:  "amiFamily Windows2022 with a name term picks the newest match",
-			class: windowsClass(ptr.To("Windows2022"), awsv1.AMISelectorTerm{Name: "Windows_Server-2022-English-Core-EKS_Optimized-1.34-*"}),
-			want:  amd64Windows("Windows_Server-2022-English-Core-EKS_Optimized-1.34-2026.11.12"),
+			class: windowsClass(ptr.To("Windows2022"), awsv1.AMISelectorTerm{Name: "Windows_Server-2022-English-Core-EKS_Optimized-" + localaws.DefaultKubernetesVersion + "-*"}),
+			want:  amd64Windows("Windows_Server-2022-English-Core-EKS_Optimized-" + localaws.DefaultKubernetesVersion + "-2026.11.12"),
 		},
 		{
 			name:    "a pinned Windows alias names the fix",
@@ -75,7 +76,7 @@ func TestWindowsAMIsResolveThroughSSM(t *testing.T) {
 		},
 		{
 			name:    "a Windows family with only arm64 images is refused",
-			class:   windowsClass(ptr.To("Windows2022"), awsv1.AMISelectorTerm{Name: "amazon-eks-node-al2023-arm64-standard-1.34-*"}),
+			class:   windowsClass(ptr.To("Windows2022"), awsv1.AMISelectorTerm{Name: "amazon-eks-node-al2023-arm64-standard-" + localaws.DefaultKubernetesVersion + "-*"}),
 			wantErr: `resolving amiSelectorTerms: a Windows node class needs an amd64 image, and the terms select only arm64 ones: select an x86_64 Windows Server AMI`,
 		},
 		{
@@ -190,7 +191,7 @@ func TestWindowsPricesInAnIsolatedVPCAreLinuxPricesPlusTheLicense(t *testing.T) 
 	p, err := New(Options{
 		Cluster:           ClusterInfo{Name: testCluster, Endpoint: "https://127.0.0.1:6443", CABundle: "Y2E=", ServiceCIDR: "10.100.0.0/16"},
 		Region:            "us-east-1",
-		KubernetesVersion: "1.34",
+		KubernetesVersion: localaws.DefaultKubernetesVersion,
 		IsolatedVPC:       true,
 	}, NewClients(h.cfg), h.kube, h.kube, nil)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -153,7 +154,8 @@ func mustLeave(p *corev1.Pod) bool {
 		return false
 	}
 	for _, t := range p.Spec.Tolerations {
-		if t.ToleratesTaint(&karpv1.DisruptedNoScheduleTaint) {
+		// The disruption taint has no value, so the comparison operators (Gt, Lt) never match it.
+		if t.ToleratesTaint(klog.Background(), &karpv1.DisruptedNoScheduleTaint, false) {
 			return false
 		}
 	}

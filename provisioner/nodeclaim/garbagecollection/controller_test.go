@@ -91,7 +91,7 @@ func newFixture(t *testing.T) *fixture {
 	provider, err := aws.New(aws.Options{
 		Cluster:           aws.ClusterInfo{Name: cluster, Endpoint: "https://127.0.0.1:6443", CABundle: "Y2E=", ServiceCIDR: "10.100.0.0/16"},
 		Region:            "us-east-1",
-		KubernetesVersion: "1.34",
+		KubernetesVersion: localaws.DefaultKubernetesVersion,
 	}, clients, kube, kube, clock.RealClock{}) // its batching windows are short real waits
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +102,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	f := &fixture{ctx: ctx, kube: kube, clock: clk, endpoint: server, provider: provider, ec2: clients.EC2, gc: gc, recorder: recorder}
-	param, err := clients.SSM.GetParameter(ctx, &ssm.GetParameterInput{Name: awssdk.String("/aws/service/eks/optimized-ami/1.34/amazon-linux-2023/x86_64/standard/recommended/image_id")})
+	param, err := clients.SSM.GetParameter(ctx, &ssm.GetParameterInput{Name: awssdk.String("/aws/service/eks/optimized-ami/" + localaws.DefaultKubernetesVersion + "/amazon-linux-2023/x86_64/standard/recommended/image_id")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,6 +38,7 @@ func main() {
 	serviceCIDR := flag.String("service-cidr", localaws.DefaultServiceCIDR, "Service IPv4 CIDR that EKS DescribeCluster reports.")
 	klog.InitFlags(nil)
 	spotReclaimDelay := flag.Duration("spot-reclaim-delay", localaws.DefaultSpotReclaimDelay, "How long after an injected spot interruption warning the instance is terminated.")
+	kubernetesVersion := flag.String("kubernetes-version", localaws.DefaultKubernetesVersion, "Kubernetes minor the cluster runs (1.35): what EKS DescribeCluster answers, the kubelet's version, the release the seeded EKS AMIs and SSM parameters are for.")
 	queues := flag.String("queues", "", "Comma-separated names of SQS queues to create at start, e.g. an interruption queue.")
 	flag.Parse()
 
@@ -53,13 +54,14 @@ func main() {
 		eks.CertificateAuthority = base64.StdEncoding.EncodeToString(pem)
 	}
 	if err := run(ctx, *listen, *addressFile, *kubeconfig, localaws.Options{
-		ClusterName:   *clusterName,
-		LaunchDelay:   *launchDelay,
-		BootDelay:     *bootDelay,
-		ShutdownDelay: *shutdownDelay,
-		Logger:        klog.Background(),
-		EKS:           eks,
-		SQS:           localaws.SQSOptions{SpotReclaimDelay: *spotReclaimDelay, Queues: splitList(*queues)},
+		ClusterName:       *clusterName,
+		LaunchDelay:       *launchDelay,
+		BootDelay:         *bootDelay,
+		ShutdownDelay:     *shutdownDelay,
+		Logger:            klog.Background(),
+		EKS:               eks,
+		SQS:               localaws.SQSOptions{SpotReclaimDelay: *spotReclaimDelay, Queues: splitList(*queues)},
+		KubernetesVersion: *kubernetesVersion,
 	}); err != nil {
 		klog.ErrorS(err, "tailor-local-aws failed")
 		klog.FlushAndExit(klog.ExitFlushTimeout, 1)

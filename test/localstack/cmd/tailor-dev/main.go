@@ -37,6 +37,7 @@ func main() {
 	root := fs.String("root", ".", "Repository root (binaries in _output/bin, manifests in manifests/).")
 	dir := fs.String("dir", ".local", "State directory of the stack started by up.")
 	bootDelay := fs.Duration("boot-delay", 2*time.Second, "How long a launched instance takes to register its node.")
+	serverVersion := fs.String("kube-server-version", os.Getenv("KUBE_SERVER_VERSION"), "up, demo: the Kubernetes release (1.37.2) of the control plane, from _output/bin/kubernetes-<version> (hack/build-server.sh); empty (env KUBE_SERVER_VERSION) runs the release go.mod pins.")
 	var sd scaleDownFlags
 	fs.StringVar(&sd.shape, "shape", "", "scaledown: workload shape (webmix, diverse, ...); empty runs the scale-downs of issue 5 (webmix 2000 keep 1/4, diverse 1000 keep 7/10).")
 	fs.StringVar(&sd.keep, "keep", "", "scaledown: keep rule K/N, pod i of the workload is kept when i%N < K; empty takes issue 5's for the shape.")
@@ -65,7 +66,7 @@ func main() {
 	defer stop()
 	absRoot, err := filepath.Abs(*root)
 	if err == nil {
-		err = run(ctx, cmd, absRoot, *dir, *bootDelay, sd, sc)
+		err = run(ctx, cmd, stackOptions{root: absRoot, bootDelay: *bootDelay, serverVersion: *serverVersion}, *dir, sd, sc)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "tailor-dev "+cmd+": "+err.Error())
@@ -73,7 +74,20 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, cmd, root, dir string, bootDelay time.Duration, sd scaleDownFlags, sc scaleFlags) error {
+// stackOptions are the flags every command's stack takes.
+type stackOptions struct {
+	root          string
+	bootDelay     time.Duration
+	serverVersion string
+}
+
+// options are the stack's options in dir, as the flags say.
+func (o stackOptions) options(dir string) localstack.Options {
+	return localstack.Options{Root: o.root, Dir: dir, BootDelay: o.bootDelay, ServerVersion: o.serverVersion, Progress: os.Stdout}
+}
+
+func run(ctx context.Context, cmd string, so stackOptions, dir string, sd scaleDownFlags, sc scaleFlags) error {
+	root, bootDelay := so.root, so.bootDelay
 	switch cmd {
 	case "up":
 		absDir, err := filepath.Abs(dir)
@@ -84,7 +98,9 @@ func run(ctx context.Context, cmd, root, dir string, bootDelay time.Duration, sd
 			return fmt.Errorf("a stack is already running in %s: run make down first", absDir)
 		}
 		fmt.Println("starting the local stack")
-		stack, err := localstack.Up(ctx, localstack.Options{Root: root, Dir: absDir, BootDelay: bootDelay, Detach: true, Progress: os.Stdout})
+		opts := so.options(absDir)
+		opts.Detach = true
+		stack, err := localstack.Up(ctx, opts)
 		if err != nil {
 			return err
 		}
@@ -109,7 +125,7 @@ func run(ctx context.Context, cmd, root, dir string, bootDelay time.Duration, sd
 		}
 		return os.RemoveAll(dir)
 	case "demo":
-		return demo(ctx, root, bootDelay)
+		return demo(ctx, so)
 	case "scaledown":
 		runs, err := sd.scaleDowns(root)
 		if err != nil {
@@ -122,14 +138,15 @@ func run(ctx context.Context, cmd, root, dir string, bootDelay time.Duration, sd
 	return fmt.Errorf("unknown command %q: use up, env, down, demo, scaledown or scale", cmd)
 }
 
-func demo(ctx context.Context, root string, bootDelay time.Duration) (err error) {
+func demo(ctx context.Context, so stackOptions) (err error) {
+	root := so.root
 	dir, err := os.MkdirTemp("", "tailor-demo-")
 	if err != nil {
 		return err
 	}
 	start := time.Now()
 	fmt.Println("starting the local stack: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, local AWS endpoint, tailor-provisioner, tailor-scheduler")
-	stack, err := localstack.Up(ctx, localstack.Options{Root: root, Dir: dir, BootDelay: bootDelay, Progress: os.Stdout})
+	stack, err := localstack.Up(ctx, so.options(dir))
 	if err != nil {
 		return err
 	}

@@ -245,3 +245,34 @@ func TestDescribeSavings(t *testing.T) {
 		}
 	}
 }
+
+// TestAPodResizedInPlaceMovesAtItsNewSize: a pod whose resize to 6 CPUs its node found
+// infeasible counts 1 CPU there, as the scheduler counts it, but is planned at 6 CPUs where
+// consolidation moves it: it does not fit the room of 4 CPUs another node has.
+func TestAPodResizedInPlaceMovesAtItsNewSize(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		resize bool
+		want   *summary
+	}{
+		{name: "not resized", want: &summary{Reason: karpv1.DisruptionReasonUnderutilized, Originals: []string{"b"}, Targets: []string{"a"}}},
+		{name: "resize infeasible on its node", resize: true,
+			want: &summary{Reason: karpv1.DisruptionReasonUnderutilized, Originals: []string{"b"}, Replacements: []string{"spot large.4xlarge"}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := decideCluster(node{name: "a", instanceType: "big.2xlarge", capacityType: "on-demand", keep: true, pods: []string{"4"}},
+				node{name: "b", instanceType: "big.2xlarge", capacityType: "on-demand", pods: []string{"1"}})
+			if tt.resize {
+				p := c.Nodes[1].Pods[0]
+				p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("6")
+				had := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
+				p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", AllocatedResources: had, Resources: &corev1.ResourceRequirements{Requests: had}}}
+				p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: corev1.PodReasonInfeasible}}
+			}
+			got := summarize(Decide(c, func(string, karpv1.DisruptionReason) int { return 10 }, DefaultOptions))
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("decision (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

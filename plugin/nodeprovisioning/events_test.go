@@ -64,9 +64,11 @@ func TestQueueingHints(t *testing.T) {
 	}
 }
 
-func nodeClaimHint(pl *NodeProvisioning) fwk.QueueingHintFn { return pl.isSchedulableAfterNodeClaimChange }
-func nodeHint(pl *NodeProvisioning) fwk.QueueingHintFn      { return pl.isSchedulableAfterNodeChange }
-func podHint(pl *NodeProvisioning) fwk.QueueingHintFn       { return pl.isSchedulableAfterPodChange }
+func nodeClaimHint(pl *NodeProvisioning) fwk.QueueingHintFn {
+	return pl.isSchedulableAfterNodeClaimChange
+}
+func nodeHint(pl *NodeProvisioning) fwk.QueueingHintFn { return pl.isSchedulableAfterNodeChange }
+func podHint(pl *NodeProvisioning) fwk.QueueingHintFn  { return pl.isSchedulableAfterPodChange }
 
 func TestEventsToRegisterWatchNodeClaims(t *testing.T) {
 	events, err := (&NodeProvisioning{}).EventsToRegister(context.Background())

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -50,6 +52,31 @@ tailor_nodepool_cost_per_hour{nodepool="general",part="publicIPv4"} 0.005
 tailor_nodepool_cost_per_hour{nodepool="general",part="volumes"} 0.0066
 `
 	if err := testutil.CollectAndCompare(NewNodePoolCollector(kube), strings.NewReader(want), "tailor_nodepool_cost_per_hour"); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestNodePoolLimitsUnderBothNames: a NodePool's limits are served as tailor_nodepool_limit
+// and as Karpenter's karpenter_nodepools_limit, per resource; an unlimited one has none.
+func TestNodePoolLimitsUnderBothNames(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := karpv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	limited := &karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "general"}}
+	limited.Spec.Limits = karpv1.Limits{corev1.ResourceCPU: resource.MustParse("1000"), corev1.ResourceMemory: resource.MustParse("4Ti")}
+	kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(limited, &karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "unlimited"}}).Build()
+	want := `
+# HELP karpenter_nodepools_limit Limits specified on the nodepool that restrict the quantity of resources provisioned; the same figure as tailor_nodepool_limit.
+# TYPE karpenter_nodepools_limit gauge
+karpenter_nodepools_limit{nodepool="general",resource_type="cpu"} 1000
+karpenter_nodepools_limit{nodepool="general",resource_type="memory"} 4.398046511104e+12
+# HELP tailor_nodepool_limit A NodePool's limit per resource (cores, bytes, count); absent when unlimited.
+# TYPE tailor_nodepool_limit gauge
+tailor_nodepool_limit{nodepool="general",resource="cpu"} 1000
+tailor_nodepool_limit{nodepool="general",resource="memory"} 4.398046511104e+12
+`
+	if err := testutil.CollectAndCompare(NewNodePoolCollector(kube), strings.NewReader(want), "tailor_nodepool_limit", "karpenter_nodepools_limit"); err != nil {
 		t.Error(err)
 	}
 }

@@ -133,6 +133,9 @@ type Report struct {
 	// RejectedLaunches counts the instances launched for pods the scheduler rejects on every
 	// launched node (UnmodelledRejection faults).
 	RejectedLaunches int `json:"rejectedPodLaunches"`
+	// Tombstones counts the pod deletions the watch missed while a fault had it down, judged
+	// by the pods' last known state like any other.
+	Tombstones int `json:"podDeletionTombstones"`
 	// Restarts counts, by component, the times it ended on its own and was started again.
 	Restarts    map[string]int `json:"restarts"`
 	Samples     []sample       `json:"samples"`
@@ -156,6 +159,7 @@ func (r *Report) add(t *TrialResult) {
 	r.Launched += t.Launched
 	r.NodeClaims += t.Created
 	r.RejectedLaunches += t.RejectedLaunches
+	r.Tombstones += t.Tombstones
 	for _, inv := range t.Held {
 		r.count(inv).Passed++
 	}
@@ -250,6 +254,7 @@ func (r *Report) Print(w io.Writer) {
 	}
 	fmt.Fprintf(tw, "instances launched\t%d for %d NodeClaims\n", r.Launched, r.NodeClaims)
 	fmt.Fprintf(tw, "launched for rejected pods\t%d (at most %d each)\n", r.RejectedLaunches, launchlimit.DefaultPerPod)
+	fmt.Fprintf(tw, "pod deletions the watch missed\t%d (judged by their last known state)\n", r.Tombstones)
 	restarts := make([]string, 0, len(r.Restarts))
 	for name, n := range r.Restarts {
 		restarts = append(restarts, fmt.Sprintf("%s %d", name, n))

@@ -17,10 +17,13 @@ import (
 // pod before it deletes it; nothing else sets it, so it tells an eviction from a deletion.
 const evictedReason = "EvictionByEvictionAPI"
 
-// eviction is a pod the Eviction API deleted.
+// eviction is a pod the Eviction API deleted, or another deletion.
 type eviction struct {
 	pod, deployment, node string
 	created, at           time.Time
+	// tombstone says the watch missed the deletion (it was down: an API server or etcd
+	// restart) and saw the pod's last known state; its deletion is judged by that state.
+	tombstone bool
 }
 
 // podWatch records how the trial's pods went: evictions, and deletions by anything else.
@@ -28,7 +31,6 @@ type podWatch struct {
 	mu       sync.Mutex
 	evicted  []eviction
 	deleted  []eviction
-	unknown  int
 	stop     context.CancelFunc
 	stopped  chan struct{}
 	startsAt time.Time
@@ -57,15 +59,16 @@ func watchPods(ctx context.Context, cs kubernetes.Interface) (*podWatch, error) 
 }
 
 func (w *podWatch) podDeleted(o any) {
+	tombstone := false
+	if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+		// Deleted while the watch was down: the faults restart the API server and etcd.
+		o, tombstone = d.Obj, true
+	}
 	p, ok := o.(*corev1.Pod)
 	if !ok {
-		// Deleted while the watch was down (an API server restart): how is unknown.
-		w.mu.Lock()
-		w.unknown++
-		w.mu.Unlock()
 		return
 	}
-	e := eviction{pod: p.Name, deployment: p.Labels[DeploymentLabel], node: p.Spec.NodeName, created: p.CreationTimestamp.Time, at: time.Now()}
+	e := eviction{pod: p.Name, deployment: p.Labels[DeploymentLabel], node: p.Spec.NodeName, created: p.CreationTimestamp.Time, at: time.Now(), tombstone: tombstone}
 	evicted := false
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && c.Reason == evictedReason {
@@ -82,10 +85,10 @@ func (w *podWatch) podDeleted(o any) {
 }
 
 // close stops the watch and returns what it saw.
-func (w *podWatch) close() (evicted, deleted []eviction, unknown int) {
+func (w *podWatch) close() (evicted, deleted []eviction) {
 	w.stop()
 	<-w.stopped
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.evicted, w.deleted, w.unknown
+	return w.evicted, w.deleted
 }

@@ -105,7 +105,7 @@ func newFreshPlanner(dir, cluster string) (*freshPlanner, error) {
 	return &freshPlanner{pools: in.NodePools}, nil
 }
 
-// cost is the hourly price of a fresh plan of the pods.
+// cost is the hourly price of a fresh plan of the pods, its nodes priced whole.
 func (f *freshPlanner) cost(pods []*corev1.Pod) float64 {
 	return packing.Solve(packing.Input{Pods: pods, NodePools: f.pools}).PricePerHour()
 }

@@ -31,6 +31,7 @@ var karpenterFamilies = map[string][]string{
 	"karpenter_voluntary_disruption_decision_evaluation_duration_seconds": {"consolidation_type", "reason"},
 	"karpenter_nodepools_allowed_disruptions":                             {"nodepool", "reason"},
 	"karpenter_nodepools_usage":                                           {"nodepool", "resource_type"},
+	"karpenter_nodepools_limit":                                           {"nodepool", "resource_type"},
 	"karpenter_cluster_state_node_count":                                  {},
 	"karpenter_cluster_state_synced":                                      {},
 	"karpenter_cluster_state_unsynced_time_seconds":                       {},

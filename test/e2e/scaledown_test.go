@@ -132,4 +132,10 @@ func checkScaleDown(t *testing.T, r *scenario.ScaleDownResult) {
 	if r.CostAfter > r.CostBefore {
 		t.Errorf("consolidation raised the cost from $%.2f to $%.2f an hour", r.CostBefore, r.CostAfter)
 	}
+	if r.EvictedTwice != 0 {
+		t.Errorf("%d pods evicted more than once: consolidation moved pods it had moved already", r.EvictedTwice)
+	}
+	if len(r.Unpriced) > 0 {
+		t.Errorf("live instances no NodeClaim prices, so their nodes' cost is not whole: %v", r.Unpriced)
+	}
 }

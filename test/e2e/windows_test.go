@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"github.com/tailor-autoscaler/tailor/test/localaws"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+	"github.com/tailor-autoscaler/tailor/test/localaws"
 )
 
 // TestWindowsPodGetsAWindowsNode applies a windows2022@latest EC2NodeClass and its NodePool

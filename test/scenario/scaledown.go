@@ -225,10 +225,13 @@ type ScaleDownResult struct {
 	RunningBefore int
 	Stuck         []string
 
-	// CostBefore and CostAfter are the hourly prices of the live instances when every pod
-	// first ran and once converged; NodesBefore and NodesAfter count them.
+	// CostBefore and CostAfter are the hourly prices of the live nodes when every pod first
+	// ran and once converged, priced whole as the fresh plans are (WholeNodePrices);
+	// NodesBefore and NodesAfter count them. Unpriced are the live instances no NodeClaim
+	// priced, counted at their instance price.
 	CostBefore, CostAfter   float64
 	NodesBefore, NodesAfter int
+	Unpriced                []string
 	// FreshAll and FreshKept are the hourly prices of the planner's fresh plans of all the
 	// workload's pods and of the kept ones; FreshAllNodes and FreshKeptNodes their nodes.
 	FreshAll, FreshKept           float64
@@ -453,7 +456,12 @@ func (s *scaleDownRun) provision(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.NodesBefore, r.CostBefore = len(before), totalPrice(before)
+	claims := &karpv1.NodeClaimList{}
+	if err := s.kube.List(ctx, claims); err != nil {
+		return fmt.Errorf("listing NodeClaims: %w", err)
+	}
+	r.NodesBefore = len(before)
+	r.CostBefore, r.Unpriced = WholeNodePrice(before, claims.Items)
 	fmt.Fprintf(s.out, "%s: %d pods running after %s on %d nodes, $%.2f/hour; scaling down\n",
 		s.name, r.RunningBefore, r.Provisioned.Round(time.Second), r.NodesBefore, r.CostBefore)
 	if opts.Provisioned != nil {
@@ -1199,10 +1207,15 @@ func (r *ScaleDownResult) measureEnd(ctx context.Context, kube client.Client, en
 	if err != nil {
 		return err
 	}
-	r.NodesAfter, r.CostAfter = len(live), totalPrice(live)
 	claims := &karpv1.NodeClaimList{}
 	if err := kube.List(ctx, claims); err != nil {
 		return fmt.Errorf("listing NodeClaims: %w", err)
+	}
+	nodePrices, unpriced := WholeNodePrices(live, claims.Items)
+	r.NodesAfter, r.Unpriced = len(live), append(r.Unpriced, unpriced...)
+	r.CostAfter = 0
+	for _, p := range nodePrices {
+		r.CostAfter += p
 	}
 	r.NodeClaims = len(claims.Items)
 	claimed := map[string]bool{}
@@ -1238,7 +1251,7 @@ func (r *ScaleDownResult) measureEnd(ctx context.Context, kube client.Client, en
 	if err != nil {
 		return err
 	}
-	r.Zones = byZone(live, podZones, fresh.NewNodeClaims)
+	r.Zones = byZone(live, nodePrices, podZones, fresh.NewNodeClaims)
 	return nil
 }
 
@@ -1274,8 +1287,9 @@ func workloadPodsByZone(ctx context.Context, kube client.Client) (map[string]int
 	return out, nil
 }
 
-// byZone sets the live instances and pods beside the fresh plan, zone by zone.
-func byZone(live []localaws.InstanceSummary, pods map[string]int, fresh []packing.NewNodeClaim) []ZoneCost {
+// byZone sets the live nodes (priced whole, prices by instance ID) and pods beside the fresh
+// plan, zone by zone.
+func byZone(live []localaws.InstanceSummary, prices map[string]float64, pods map[string]int, fresh []packing.NewNodeClaim) []ZoneCost {
 	zones := map[string]*ZoneCost{}
 	zone := func(name string) *ZoneCost {
 		if zones[name] == nil {
@@ -1285,7 +1299,7 @@ func byZone(live []localaws.InstanceSummary, pods map[string]int, fresh []packin
 	}
 	for _, i := range live {
 		z := zone(i.Zone)
-		z.Cost += i.PricePerHour
+		z.Cost += prices[i.ID]
 		z.Nodes++
 	}
 	for name, n := range pods {
@@ -1341,14 +1355,6 @@ func liveInstances(ctx context.Context, endpoint string) ([]localaws.InstanceSum
 		}
 	}
 	return out, nil
-}
-
-func totalPrice(instances []localaws.InstanceSummary) float64 {
-	total := 0.0
-	for _, i := range instances {
-		total += i.PricePerHour
-	}
-	return total
 }
 
 func hasInstance(instances []localaws.InstanceSummary, id string) bool {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 	"github.com/tailor-autoscaler/tailor/test/localaws"
 )
@@ -244,6 +246,19 @@ func TestWatchCountsBudgetViolationsOnceTheBudgetWasMet(t *testing.T) {
 	}
 }
 
+func TestWholeNodePricesAreTheNodeClaimsPricesAsLaunched(t *testing.T) {
+	live := []localaws.InstanceSummary{{ID: "i-1", PricePerHour: 0.5}, {ID: "i-2", PricePerHour: 0.25}}
+	claims := []karpv1.NodeClaim{{Status: karpv1.NodeClaimStatus{ProviderID: "aws:///us-east-1a/i-1",
+		Price: &karpv1.Price{PerHour: "0.5122", Instance: "0.5", Volumes: "0.0022", PublicIPv4: "0.01"}}}}
+	prices, unpriced := WholeNodePrices(live, claims)
+	if diff := cmp.Diff(map[string]float64{"i-1": 0.5122, "i-2": 0.25}, prices, cmpopts.EquateApprox(0, 1e-9)); diff != "" {
+		t.Errorf("prices (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"i-2"}, unpriced); diff != "" {
+		t.Errorf("unpriced (-want +got):\n%s", diff)
+	}
+}
+
 func TestByZoneSetsTheEndBesideTheFreshPlan(t *testing.T) {
 	live := []localaws.InstanceSummary{
 		{ID: "i-1", Zone: "us-east-1a", PricePerHour: 0.5},
@@ -256,12 +271,14 @@ func TestByZoneSetsTheEndBesideTheFreshPlan(t *testing.T) {
 		{Pods: onePod, Cheapest: packing.Choice{Zone: "us-east-1a", Price: 0.5}},
 		{Pods: append(onePod, onePod...), Cheapest: packing.Choice{Zone: "us-east-1b", Price: 0.75}},
 	}
+	// The nodes priced whole: each its instance and a cent for its volume.
+	prices := map[string]float64{"i-1": 0.51, "i-2": 0.26, "i-3": 1.01}
 	want := []ZoneCost{
-		{Zone: "us-east-1a", Cost: 0.75, Nodes: 2, Pods: 7, Fresh: 0.5, FreshNodes: 1, FreshPods: 1},
+		{Zone: "us-east-1a", Cost: 0.77, Nodes: 2, Pods: 7, Fresh: 0.5, FreshNodes: 1, FreshPods: 1},
 		{Zone: "us-east-1b", Fresh: 0.75, FreshNodes: 1, FreshPods: 2},
-		{Zone: "us-east-1c", Cost: 1, Nodes: 1, Pods: 2},
+		{Zone: "us-east-1c", Cost: 1.01, Nodes: 1, Pods: 2},
 	}
-	if diff := cmp.Diff(want, byZone(live, pods, fresh)); diff != "" {
+	if diff := cmp.Diff(want, byZone(live, prices, pods, fresh), cmpopts.EquateApprox(0, 1e-9)); diff != "" {
 		t.Errorf("byZone (-want +got):\n%s", diff)
 	}
 }

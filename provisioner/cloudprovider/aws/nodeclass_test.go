@@ -2,7 +2,6 @@ package aws
 
 import (
 	"context"
-	"github.com/tailor-autoscaler/tailor/test/localaws"
 	"regexp"
 	"strings"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
+	"github.com/tailor-autoscaler/tailor/test/localaws"
 )
 
 func TestAMIFamily(t *testing.T) {

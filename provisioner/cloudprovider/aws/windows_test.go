@@ -2,7 +2,6 @@ package aws
 
 import (
 	"context"
-	"github.com/tailor-autoscaler/tailor/test/localaws"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/catalog"
+	"github.com/tailor-autoscaler/tailor/test/localaws"
 )
 
 // windowsClass is an EC2NodeClass named "windows" with the AMI selector terms given.

@@ -8,18 +8,18 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 cd "$TAILOR_ROOT"
+# python3 sums the plans up below.
 ensure_command python3 python3
-generator="$TAILOR_ROOT/../shared/workloads/generate.py"
-[[ -f "$generator" ]] || { log "the workload generator is not beside the checkout: $generator"; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 go build -o "$work/tailor-provisioner" ./provisioner/cmd/tailor-provisioner
+go build -o "$work/tailor-workloads" ./test/workloads/cmd/tailor-workloads
 flags=(--eks-daemonsets)
 [[ "${PUBLIC_SUBNETS:-0}" == 1 ]] && flags+=(--public-subnets)
 for workload in ${WORKLOADS:-tiny:3000 diverse:1000 webmix:1000}; do
   shape=${workload%%:*} pods=${workload##*:}
   log "planning $shape $pods"
-  python3 "$generator" "$shape" "$pods" > "$work/$shape-$pods.json"
+  "$work/tailor-workloads" "$shape" "$pods" > "$work/$shape-$pods.json"
   "$work/tailor-provisioner" simulate -f "$work/$shape-$pods.json" "${flags[@]}" --price-instances-only > "$work/$shape-$pods.instances.out"
   "$work/tailor-provisioner" simulate -f "$work/$shape-$pods.json" "${flags[@]}" > "$work/$shape-$pods.nodes.out"
 done

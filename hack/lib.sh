@@ -115,7 +115,6 @@ ensure_command() {
 # (package test/benchout).
 go_bench_json() {
   local name=$1 bench=$2 pkg=$3 timeout=$4
-  ensure_command python3 python3
   mkdir -p "$TAILOR_ROOT/_output/bench"
   BENCH_JSON="$TAILOR_ROOT/_output/bench/$name.json" \
     go test -run '^$' -bench "^$bench\$" -benchtime 1x -timeout "$timeout" "$pkg"

@@ -9,7 +9,7 @@ import (
 	"github.com/tailor-autoscaler/tailor/test/workloads"
 )
 
-// The benchmarks plan the workloads of ../shared/workloads with the full embedded catalog
+// The benchmarks plan the workloads of test/workloads with the full embedded catalog
 // (1,345 instance types) and report, besides time and allocations per plan: pods planned
 // per second, nodes, the plan's $/hour and its ratio to the LP lower bound.
 

@@ -4,13 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"math"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -216,45 +212,6 @@ func TestRunHelp(t *testing.T) {
 	}
 }
 
-// TestRunGeneratedWorkload plans a benchmark workload of the shared workload generator with
-// the embedded catalog.
-func TestRunGeneratedWorkload(t *testing.T) {
-	path, workload := generated(t, "diverse", 200)
-	cat, err := catalog.Embedded()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var list struct {
-		Items []struct {
-			Kind     string `json:"kind"`
-			Metadata struct {
-				Name      string `json:"name"`
-				Namespace string `json:"namespace"`
-			} `json:"metadata"`
-		} `json:"items"`
-	}
-	if err := json.Unmarshal(workload, &list); err != nil {
-		t.Fatalf("reading the workload: %v", err)
-	}
-	var pending, pools []string
-	for _, item := range list.Items {
-		switch item.Kind {
-		case "Pod":
-			pending = append(pending, item.Metadata.Namespace+"/"+item.Metadata.Name)
-		case "NodePool":
-			pools = append(pools, item.Metadata.Name)
-		}
-	}
-	if len(pending) != 200 {
-		t.Fatalf("the workload has %d pods, want 200", len(pending))
-	}
-	out, _ := run(t, "-f", path)
-	checkPlan(t, out, pending, pools, nil, cat)
-	if len(out.NodeClaims) == 0 {
-		t.Error("no NodeClaims for 200 pending pods")
-	}
-}
-
 // TestRunPricesWholeNodes plans the manifests with the options that change what a node
 // costs and checks each NodeClaim's parts: the AL2023 root volume of 20Gi gp3, a public
 // address with --public-subnets, a larger DaemonSet share with --eks-daemonsets (the
@@ -305,57 +262,6 @@ func TestRunPricesWholeNodes(t *testing.T) {
 					t.Errorf("NodeClaim %s: DaemonSets' share %v, %v without options; want more: %t", nc.InstanceType, now, was, tt.moreDaemonSets)
 				}
 			}
-		})
-	}
-}
-
-// generated writes a workload of the shared workload generator to a file, and returns its
-// path and content.
-func generated(t *testing.T, shape string, pods int) (string, []byte) {
-	t.Helper()
-	generator := filepath.Join("..", "..", "..", "shared", "workloads", "generate.py")
-	if _, err := os.Stat(generator); err != nil {
-		t.Skipf("the workload generator is not beside the checkout (../shared/workloads/generate.py): %v", err)
-	}
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 is not installed; it runs the workload generator")
-	}
-	workload, err := exec.Command(python, generator, shape, strconv.Itoa(pods)).Output()
-	if err != nil {
-		t.Fatalf("generating the workload: %v", err)
-	}
-	path := filepath.Join(t.TempDir(), fmt.Sprintf("%s-%d.json", shape, pods))
-	if err := os.WriteFile(path, workload, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path, workload
-}
-
-// TestRunWholeNodePlansCostNoMoreThanInstancePlans plans the shared workloads with the EKS
-// DaemonSets in subnets that give each node a public address, once by whole node prices and
-// once by instance prices as Karpenter ranks offerings, and prices both plans whole: the
-// first must place every pod the second places and cost no more.
-func TestRunWholeNodePlansCostNoMoreThanInstancePlans(t *testing.T) {
-	for _, w := range []struct {
-		shape string
-		pods  int
-	}{{"diverse", 1000}, {"webmix", 1000}, {"tiny", 3000}} {
-		t.Run(fmt.Sprintf("%s %d", w.shape, w.pods), func(t *testing.T) {
-			path, _ := generated(t, w.shape, w.pods)
-			flags := []string{"-f", path, "--eks-daemonsets", "--public-subnets"}
-			whole, _ := run(t, flags...)
-			instance, _ := run(t, append(flags, "--price-instances-only")...)
-			if len(whole.Unschedulable) > len(instance.Unschedulable) {
-				t.Errorf("planned by whole node prices, %d pods unschedulable; by instance prices, %d", len(whole.Unschedulable), len(instance.Unschedulable))
-			}
-			if whole.TotalPricePerHour > instance.TotalPricePerHour {
-				t.Errorf("planned by whole node prices: $%.4f/h on %d nodes; by instance prices: $%.4f/h on %d nodes, less", whole.TotalPricePerHour, whole.Nodes, instance.TotalPricePerHour, instance.Nodes)
-			}
-			if instance.RankedBy != "instancePrices" {
-				t.Errorf("--price-instances-only: rankedBy %q, want instancePrices", instance.RankedBy)
-			}
-			t.Logf("whole node prices: $%.4f/h, %d nodes, ranked by %s; instance prices: $%.4f/h, %d nodes", whole.TotalPricePerHour, whole.Nodes, whole.RankedBy, instance.TotalPricePerHour, instance.Nodes)
 		})
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/tailor-autoscaler/tailor/test/localstack"
 	"github.com/tailor-autoscaler/tailor/test/scenario"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
-	"github.com/tailor-autoscaler/tailor/test/workloads"
 )
 
 // TestBenchScaleSmall runs make bench-scale's path at 250 pods (webmix 200, diverse 50, some
@@ -25,10 +24,6 @@ import (
 func TestBenchScaleSmall(t *testing.T) {
 	ctrllog.SetLogger(klog.Background())
 	first, with := scenario.ScaleWorkloads(250)
-	for _, w := range append([]scenario.Workload{first}, with...) {
-		// Generates the workload, or skips the test without the generator.
-		workloads.Path(t, w.Shape, w.Pods)
-	}
 	report := filepath.Join(t.TempDir(), "scale.json")
 	opts := scenario.ScaleOptions{
 		ScaleDownOptions: scenario.ScaleDownOptions{

@@ -52,8 +52,6 @@ func TestScaleDownConsolidatesWithinBudgets(t *testing.T) {
 		{"diverse 200 to 140", scenario.ScaleDownOptions{Shape: "diverse", Pods: 200, Keep: scenario.KeepRule{Kept: 7, Every: 10}}, 0, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			// Generates the workload, or skips the test without the generator.
-			workloads.Path(t, c.opts.Shape, c.opts.Pods)
 			opts := c.opts
 			opts.Root = testenv.Root()
 			opts.DisruptionInterval, opts.ConsolidateAfter = scaleDownInterval, scaleDownConsolidateAfter

@@ -1,14 +1,13 @@
-// Package workloads gives tests, benchmarks and scenarios the shared benchmark workloads
-// (../shared/workloads), generated once into _output/workloads and loaded as planner input
-// with the full embedded catalog.
+// Package workloads gives tests, benchmarks and scenarios the benchmark workloads (Write),
+// generated once into _output/workloads and loaded as planner input with the full embedded
+// catalog.
 package workloads
 
 import (
+	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -21,44 +20,27 @@ import (
 	"github.com/tailor-autoscaler/tailor/test/testenv"
 )
 
-// Shapes are the workload shapes the generator knows.
+// Shapes are the workload shapes Write knows.
 var Shapes = []string{"diverse", "webmix", "batch", "tiny"}
 
-// ErrNoGenerator is returned by Generate when the shared workload generator is not there.
-var ErrNoGenerator = errors.New("workload generator not found (set TAILOR_SHARED)")
-
-// sharedDir is where the shared workload generator lives: $TAILOR_SHARED, or ../shared next
-// to the repository.
-func sharedDir(root string) string {
-	if d := os.Getenv("TAILOR_SHARED"); d != "" {
-		return d
-	}
-	return filepath.Join(root, "..", "shared")
-}
-
-// Generate returns the path of a generated workload under the repository root's
-// _output/workloads, generating it once. It returns an error wrapping ErrNoGenerator when
-// the generator is not there.
+// Generate returns the path of a generated workload (of DefaultSeed) under the repository
+// root's _output/workloads, generating it once.
 func Generate(root, shape string, pods int) (string, error) {
 	dir := filepath.Join(root, "_output", "workloads")
 	path := filepath.Join(dir, fmt.Sprintf("%s-%d.json", shape, pods))
 	if _, err := os.Stat(path); err == nil {
 		return path, nil
 	}
-	generator := filepath.Join(sharedDir(root), "workloads", "generate.py")
-	if _, err := os.Stat(generator); err != nil {
-		return "", fmt.Errorf("%w: %s: %v", ErrNoGenerator, generator, err)
-	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	out, err := exec.Command("python3", generator, shape, fmt.Sprint(pods)).Output()
-	if err != nil {
+	var out bytes.Buffer
+	if err := Write(&out, shape, pods, DefaultSeed); err != nil {
 		return "", fmt.Errorf("generating %s %d: %w", shape, pods, err)
 	}
 	// Written whole under another name first, so a reader never sees half a workload.
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, out, 0o644); err != nil {
+	if err := os.WriteFile(tmp, out.Bytes(), 0o644); err != nil {
 		return "", err
 	}
 	return path, os.Rename(tmp, path)
@@ -78,14 +60,10 @@ func Read(path string) (packing.Input, error) {
 	return in, nil
 }
 
-// Path returns the path of a generated workload, generating it once. The test is skipped
-// when the generator is not there.
+// Path returns the path of a generated workload, generating it once.
 func Path(tb testing.TB, shape string, pods int) string {
 	tb.Helper()
 	path, err := Generate(testenv.Root(), shape, pods)
-	if errors.Is(err, ErrNoGenerator) {
-		tb.Skip(err)
-	}
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -83,14 +83,15 @@ down: ## Stop the local stack and remove its state.
 	_output/bin/tailor-dev down --dir $(DIR)
 
 .PHONY: generate
-generate: ## Regenerate CRDs, deepcopy, plugin-args code, gRPC code, the chart's CRDs and the rendered manifests.
+generate: ## Regenerate CRDs, deepcopy, plugin-args code, gRPC code, the chart's CRDs, the rendered manifests and the reference pages of docs/reference.
 	hack/update-crds.sh
 	hack/update-chart.sh
 	hack/update-codegen.sh
 	hack/update-proto.sh
+	hack/update-docs.sh
 
 .PHONY: verify
-verify: ## Fail when generated code or manifests are stale, code is not gofmt'ed, go vet or helm lint complains, promtool rejects the alerting rules, or govulncheck finds a vulnerability our code reaches.
+verify: ## Fail when generated code or manifests are stale, code is not gofmt'ed, go vet or helm lint complains, promtool rejects the alerting rules, a Markdown link or anchor points nowhere, or govulncheck finds a vulnerability our code reaches.
 	hack/verify-gofmt.sh
 	go vet ./...
 	hack/verify-crds.sh
@@ -98,6 +99,8 @@ verify: ## Fail when generated code or manifests are stale, code is not gofmt'ed
 	hack/verify-proto.sh
 	hack/verify-chart.sh
 	hack/verify-rules.sh
+	hack/verify-docs.sh
+	hack/verify-links.sh
 	hack/verify-vulns.sh
 
 .PHONY: verify-deps

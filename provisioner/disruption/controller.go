@@ -93,7 +93,13 @@ const (
 const planningPause = 100 * time.Millisecond
 
 func init() {
-	crmetrics.Registry.MustRegister(decisionsTotal, savingsTotal, passesTotal, budgetBlockedCandidates, decideSeconds)
+	crmetrics.Registry.MustRegister(Collectors()...)
+}
+
+// Collectors are the metrics disruption registers: what init registers, and what the
+// metrics reference lists.
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{decisionsTotal, savingsTotal, passesTotal, budgetBlockedCandidates, decideSeconds}
 }
 
 // ClusterReader is the planner's view of the whole cluster. Its objects are the cache's

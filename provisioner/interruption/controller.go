@@ -363,8 +363,30 @@ type metrics struct {
 	latency  prometheus.Histogram
 }
 
+// Collectors are the metrics a controller registers (new ones, not the controller's), for
+// the metrics reference.
+func Collectors() []prometheus.Collector {
+	m := unregisteredMetrics()
+	return []prometheus.Collector{m.messages, m.actions, m.latency}
+}
+
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	m := &metrics{
+	m := unregisteredMetrics()
+	var err error
+	if m.messages, err = register(reg, m.messages); err != nil {
+		return nil, err
+	}
+	if m.actions, err = register(reg, m.actions); err != nil {
+		return nil, err
+	}
+	if m.latency, err = register(reg, m.latency); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func unregisteredMetrics() *metrics {
+	return &metrics{
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tailor_interruption_messages_total",
 			Help: "Interruption queue messages received, by kind (spot_interruption, rebalance_recommendation, scheduled_change, state_change, unknown).",
@@ -379,17 +401,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
 		}),
 	}
-	var err error
-	if m.messages, err = register(reg, m.messages); err != nil {
-		return nil, err
-	}
-	if m.actions, err = register(reg, m.actions); err != nil {
-		return nil, err
-	}
-	if m.latency, err = register(reg, m.latency); err != nil {
-		return nil, err
-	}
-	return m, nil
 }
 
 // register registers c, or returns the collector already registered under its name (a

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 )
@@ -153,8 +152,9 @@ var (
 		"Amount of time an interruption message is on the queue before it is processed, by message type.", LabelMessageType)
 )
 
-func init() {
-	crmetrics.Registry.MustRegister(
+// karpenterCollectors are the metrics under Karpenter's names (see Collectors).
+func karpenterCollectors() []prometheus.Collector {
+	return []prometheus.Collector{
 		KarpenterNodeClaimsCreated, KarpenterNodeClaimsTerminated, KarpenterNodeClaimsDisrupted,
 		KarpenterNodesCreated, KarpenterNodesTerminated, KarpenterNodesTerminationDuration, KarpenterNodesDrained,
 		KarpenterPodsStartupDuration, KarpenterPodsBoundDuration,
@@ -162,7 +162,7 @@ func init() {
 		KarpenterCloudProviderDuration, KarpenterCloudProviderErrors,
 		KarpenterDisruptionDecisions, KarpenterDisruptionEligibleNodes, KarpenterDisruptionEvaluationDuration, KarpenterAllowedDisruptions,
 		KarpenterInterruptionReceived, KarpenterInterruptionDeleted, KarpenterInterruptionQueueDuration,
-	)
+	}
 }
 
 // NodeClaimCreated counts a NodeClaim just created, under Tailor's and Karpenter's names;

@@ -128,9 +128,15 @@ var (
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(
+	crmetrics.Registry.MustRegister(Collectors()...)
+}
+
+// Collectors are the metrics this package registers, under Tailor's names and Karpenter's:
+// what init registers, and what the metrics reference lists.
+func Collectors() []prometheus.Collector {
+	return append([]prometheus.Collector{
 		PodsQueued, PodBoundSeconds, PodFirstNodeClaimSeconds, PlanSeconds, PlannedPods,
 		NodeClaimsCreated, NodeClaimsReplanned, NodeClaimsLaunched, NodeClaimsRegistered, NodeClaimsInitialized, LaunchErrors, NodeClaimsDisrupted, NodeRepairs,
 		PlannedCapacityRejections, PodsHeldBack, GRPC,
-	)
+	}, karpenterCollectors()...)
 }

@@ -10,6 +10,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // Metrics are the metric families one scrape of a component's Prometheus endpoint read.
@@ -26,7 +27,7 @@ func ScrapeMetrics(ctx context.Context, url string) (Metrics, error) {
 		return nil, fmt.Errorf("scraping %s: %w", url, err)
 	}
 	defer resp.Body.Close()
-	var parser expfmt.TextParser
+	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
 		return nil, fmt.Errorf("parsing the metrics of %s: %w", url, err)

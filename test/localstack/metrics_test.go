@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 func TestQuantileInterpolatesWithinBucketsOverAllSeries(t *testing.T) {
@@ -24,7 +25,7 @@ wait_seconds_bucket{replica="b",le="+Inf"} 20
 wait_seconds_sum{replica="b"} 50
 wait_seconds_count{replica="b"} 20
 `
-	var parser expfmt.TextParser
+	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(strings.NewReader(scrape))
 	if err != nil {
 		t.Fatal(err)

@@ -19,7 +19,13 @@ var apiErrorsMetric = prometheus.NewCounterVec(prometheus.CounterOpts{
 }, []string{"service", "operation", "code"})
 
 func init() {
-	metrics.Registry.MustRegister(apiErrorsMetric)
+	metrics.Registry.MustRegister(Collectors()...)
+}
+
+// Collectors are the metrics the AWS provider registers: what init registers, and what the
+// metrics reference lists.
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{apiErrorsMetric, unavailableOfferingsMetric, priceSourceMetric, refreshedMetric}
 }
 
 // countAPIErrors is an SDK middleware that counts every error response by its code.

@@ -13,7 +13,6 @@ import (
 	pricingtypes "github.com/aws/aws-sdk-go-v2/service/pricing/types"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/catalog"
@@ -201,10 +200,6 @@ var refreshedMetric = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Name: "tailor_cloudprovider_refreshed_timestamp_seconds",
 	Help: "When each part of the catalog was last refreshed (instance-types, on-demand, spot), as Unix time; its age is time() minus it.",
 }, []string{"kind"})
-
-func init() {
-	metrics.Registry.MustRegister(priceSourceMetric, refreshedMetric)
-}
 
 // PriceSources returns where the prices in use come from.
 func (p *Provider) PriceSources() PriceSources {

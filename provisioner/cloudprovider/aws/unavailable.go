@@ -6,7 +6,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/clock"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
@@ -69,10 +68,6 @@ var unavailableOfferingsMetric = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Name: "tailor_cloudprovider_unavailable_offerings",
 	Help: "Offerings (instance type, zone, capacity type) kept from planning and launches after a capacity error, by capacity type.",
 }, []string{"capacity_type"})
-
-func init() {
-	metrics.Registry.MustRegister(unavailableOfferingsMetric)
-}
 
 // reportLocked publishes how many offerings are unavailable; u.mu must be held.
 func (u *unavailableOfferings) reportLocked() {

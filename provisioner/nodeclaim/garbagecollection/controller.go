@@ -59,7 +59,13 @@ var (
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(orphanedInstances, orphansTerminated)
+	crmetrics.Registry.MustRegister(Collectors()...)
+}
+
+// Collectors are the metrics garbage collection registers: what init registers, and what
+// the metrics reference lists.
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{orphanedInstances, orphansTerminated}
 }
 
 // CloudProvider is what garbage collection asks of the cloud.

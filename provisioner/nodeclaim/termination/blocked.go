@@ -16,8 +16,12 @@ var drainBlockedMetric = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 }, []string{"nodepool"})
 
 func init() {
-	crmetrics.Registry.MustRegister(drainBlockedMetric)
+	crmetrics.Registry.MustRegister(Collectors()...)
 }
+
+// Collectors are the metrics termination registers: what init registers, and what the
+// metrics reference lists.
+func Collectors() []prometheus.Collector { return []prometheus.Collector{drainBlockedMetric} }
 
 // blockedDrains tracks which NodeClaims' drains are blocked, and publishes their count per
 // NodePool. Reconciles run concurrently.

@@ -42,15 +42,15 @@ bench-burst: binaries ## The provisioner under a burst of 10,000 webmix pods han
 	@hack/bench-burst.sh
 
 .PHONY: bench-consolidation
-bench-consolidation: ## Consolidation's growth curve in memory (about 500 to 5,000 nodes): first decision, later passes, cost vs a fresh plan; writes _output/bench/consolidation.json. NODES=, SHAPES=, DECISIONS= narrow it; DAEMONSETS=eks adds the EKS DaemonSets.
+bench-consolidation: binaries ## Consolidation's growth curve in memory (about 500 to 5,000 nodes): first decision, later passes, cost vs a fresh plan; writes _output/bench/consolidation.json. NODES=, SHAPES=, DECISIONS= narrow it; DAEMONSETS=eks adds the EKS DaemonSets.
 	@hack/bench-consolidation.sh
 
 .PHONY: bench-nodecost
-bench-nodecost: ## What nodes really cost (tiny 3k, diverse 1k, webmix 1k with EKS DaemonSets, 20 GiB gp3 roots): instance-priced vs whole-node plans, both priced whole; writes _output/bench/nodecost.json. PUBLIC_SUBNETS=1, WORKLOADS="shape:pods ...".
+bench-nodecost: binaries ## What nodes really cost (tiny 3k, diverse 1k, webmix 1k with EKS DaemonSets, 20 GiB gp3 roots): instance-priced vs whole-node plans, both priced whole; writes _output/bench/nodecost.json. PUBLIC_SUBNETS=1, WORKLOADS="shape:pods ...".
 	@hack/bench-nodecost.sh
 
 .PHONY: bench-scheduler
-bench-scheduler: ## Scheduler throughput on existing nodes with and without NodeProvisioning (scheduler_perf; NODES=5000, ROUNDS=1, PERCENTAGE_OF_NODES_TO_SCORE=as shipped): _output/bench/scheduler.json.
+bench-scheduler: binaries ## Scheduler throughput on existing nodes with and without NodeProvisioning (scheduler_perf; NODES=5000, ROUNDS=1, PERCENTAGE_OF_NODES_TO_SCORE=as shipped): _output/bench/scheduler.json.
 	@hack/bench-scheduler.sh
 
 .PHONY: bench-scaledown

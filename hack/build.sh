@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds every binary the local stack, the demo and the tests run, into _output/bin:
-#   etcd, kube-apiserver, kube-controller-manager, kube-scheduler (k8s.io/kubernetes at the
-#   go.mod version), the control plane of the newest release test/compat/servers.txt lists
+#   etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubectl (k8s.io/kubernetes
+#   at the go.mod version; the docs' commands run kubectl), the control plane of the newest release test/compat/servers.txt lists
 #   (hack/build-server.sh), kwok, and Tailor's own binaries.
 # Kubernetes binaries and kwok are cached by version under $TAILOR_CACHE, so a warm machine
 # links them in seconds; Tailor's binaries rebuild incrementally from the Go build cache.
@@ -15,7 +15,7 @@ cd "$TAILOR_ROOT"
 k8s_version=$(module_version k8s.io/kubernetes)
 etcd_version=$(module_version go.etcd.io/etcd/server/v3)
 kube_cache="$TAILOR_CACHE/bin/kubernetes-$k8s_version-etcd-$etcd_version-$GO_VERSION"
-kube_bins=(kube-apiserver kube-controller-manager kube-scheduler)
+kube_bins=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
 # Only what the cache lacks is built, into a scratch directory, then moved in one binary at a
 # time, so stacks running from the cache keep their binaries.
 missing=()

@@ -39,3 +39,28 @@ func TestWriteWithoutBenchJSONWritesNothing(t *testing.T) {
 		t.Errorf("wrote %d files without BENCH_JSON, want none", len(entries))
 	}
 }
+
+func TestEmptyFiguresAreNoResult(t *testing.T) {
+	type row struct{ Nodes int }
+	var none []row
+	var noMap map[string]int
+	tests := []struct {
+		name string
+		v    any
+		want bool
+	}{
+		{"nil", nil, true},
+		{"a nil slice", none, true},
+		{"an empty slice", []row{}, true},
+		{"an empty map", map[string]int{}, true},
+		{"a nil map", noMap, true},
+		{"a nil pointer", (*row)(nil), true},
+		{"rows", []row{{Nodes: 500}}, false},
+		{"a struct", row{}, false},
+	}
+	for _, tt := range tests {
+		if got := empty(tt.v); got != tt.want {
+			t.Errorf("%s: empty = %t, want %t", tt.name, got, tt.want)
+		}
+	}
+}

@@ -41,7 +41,7 @@ if (( ${#missing[@]} > 0 )); then
     fi
     kube_dir="$(go env GOMODCACHE)/k8s.io/kubernetes@v$version"
     edits=(-require="k8s.io/kubernetes@v$version")
-    for m in $(awk '$2 == "=>" && $3 ~ /^\.\/staging\/src\// {print $1}' "$kube_dir/go.mod" | sort -u); do
+    for m in $(staging_modules "$kube_dir/go.mod"); do
       edits+=(-replace="$m=$m@v0.$minor.$patch")
     done
     (cd "$src" && go mod edit "${edits[@]}" && for b in "${bins[@]}"; do go get -tool "k8s.io/kubernetes/cmd/$b@v$version" >/dev/null; done && go mod tidy)

@@ -55,8 +55,9 @@ newest() {
 
 fetch k8s.io/kubernetes "v$version"
 kube_dir="$modcache/k8s.io/kubernetes@v$version"
-# Every staging module of the release, as its own go.mod replaces them.
-mapfile -t modules < <(awk '$2 == "=>" && $3 ~ /^\.\/staging\/src\// {print $1}' "$kube_dir/go.mod" | sort -u)
+# The staging modules the release depends on: those its go.mod replaces with its own tree
+# and requires (the sample modules it only holds are left out).
+mapfile -t modules < <(staging_modules "$kube_dir/go.mod")
 for m in "${modules[@]}"; do
   fetch "$m" "$staging"
 done

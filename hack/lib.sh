@@ -121,6 +121,15 @@ go_bench_json() {
   log "wrote _output/bench/$name.json"
 }
 
+# staging_modules GO_MOD prints the staging modules a k8s.io/kubernetes go.mod depends on:
+# those it replaces with its own staging tree and requires.
+staging_modules() {
+  local replaced required
+  replaced=$(awk '$2 == "=>" && $3 ~ /^\.\/staging\/src\// {print $1}' "$1" | sort -u)
+  required=$(awk '/^require \(/{r=1; next} r && /^\)/{r=0} r {print $1} /^require [^(]/{print $2}' "$1" | sort -u)
+  comm -12 <(echo "$replaced") <(echo "$required")
+}
+
 # compat_servers prints the API server releases test/compat runs against, oldest first.
 compat_servers() {
   grep -v -e '^#' -e '^[[:space:]]*$' "$TAILOR_ROOT/test/compat/servers.txt"

@@ -265,7 +265,3 @@ tool (
 	k8s.io/kubernetes/cmd/kube-scheduler
 	k8s.io/kubernetes/cmd/kubectl
 )
-
-replace k8s.io/sample-cli-plugin => k8s.io/sample-cli-plugin v0.35.4
-
-replace k8s.io/sample-controller => k8s.io/sample-controller v0.35.4

@@ -96,6 +96,10 @@ done
 while read -r m; do
   [[ " ${modules[*]} " == *" $m "* ]] && edits+=(-require="$m@$staging")
 done < <(go list -m -f '{{if not .Indirect}}{{.Path}}{{end}}' all 2>/dev/null | grep '^k8s.io/')
+# Replaces of k8s.io modules the release no longer depends on go.
+while read -r m; do
+  [[ " ${modules[*]} " == *" $m "* ]] || edits+=(-dropreplace="$m")
+done < <(awk '{sub(/^replace /, "")} $2 == "=>" && $1 ~ /^k8s\.io\// {print $1}' go.mod)
 go mod edit "${edits[@]}"
 go mod tidy
 

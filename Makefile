@@ -83,15 +83,16 @@ down: ## Stop the local stack and remove its state.
 	_output/bin/tailor-dev down --dir $(DIR)
 
 .PHONY: generate
-generate: ## Regenerate CRDs, deepcopy, plugin-args code, gRPC code, the chart's CRDs, the rendered manifests and the reference pages of docs/reference.
+generate: ## Regenerate CRDs, deepcopy, plugin-args code, gRPC code, the chart's CRDs, the rendered manifests, the reference pages of docs/reference and the diagrams of docs/ (SVG from their .dot sources).
 	hack/update-crds.sh
 	hack/update-chart.sh
 	hack/update-codegen.sh
 	hack/update-proto.sh
 	hack/update-docs.sh
+	hack/update-diagrams.sh
 
 .PHONY: verify
-verify: ## Fail when generated code or manifests are stale, code is not gofmt'ed, go vet or helm lint complains, promtool rejects the alerting rules, a Markdown link or anchor points nowhere, or govulncheck finds a vulnerability our code reaches.
+verify: ## Fail when generated code, manifests, reference pages or diagrams are stale, code is not gofmt'ed, go vet or helm lint complains, promtool rejects the alerting rules, a Markdown link or anchor points nowhere, or govulncheck finds a vulnerability our code reaches.
 	hack/verify-gofmt.sh
 	go vet ./...
 	hack/verify-crds.sh
@@ -100,6 +101,7 @@ verify: ## Fail when generated code or manifests are stale, code is not gofmt'ed
 	hack/verify-chart.sh
 	hack/verify-rules.sh
 	hack/verify-docs.sh
+	hack/verify-diagrams.sh
 	hack/verify-links.sh
 	hack/verify-vulns.sh
 

@@ -11,7 +11,8 @@ import (
 
 // Karpenter's metrics, under Karpenter's names, labels and units, so that the dashboards
 // and alerts a Karpenter fleet already has read Tailor the same way. Each is fed where
-// Tailor's own metric of the same event is, and the README maps one onto the other.
+// Tailor's own metric of the same event is, and docs/tasks/migrate-from-karpenter.md maps one
+// onto the other.
 
 const karpenterNamespace = "karpenter"
 

@@ -1,6 +1,7 @@
 // Package metrics holds the provisioner's Prometheus metrics, registered on
 // controller-runtime's registry and served on the sidecar's metrics endpoint. Every metric
-// is listed, with its labels, in the README's metrics reference.
+// is listed, with its labels, in docs/reference/metrics.md, which hack/docgen writes from
+// the collectors registered here.
 package metrics
 
 import (

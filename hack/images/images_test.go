@@ -257,6 +257,10 @@ func checkImage(t *testing.T, s Spec, p v1.Platform, stamp Stamp, img v1.Image) 
 		if f.mode&0o6000 != 0 {
 			t.Errorf("%s is setuid or setgid: %o", n, f.mode)
 		}
+		// A time that varies by build would vary the digest.
+		if !f.modTime.Equal(time.Unix(0, 0)) {
+			t.Errorf("%s modified at %s, want the Unix epoch", n, f.modTime)
+		}
 	}
 	wantFiles := []string{
 		"etc/ dir 0755 0:0",
@@ -306,6 +310,7 @@ type tarFile struct {
 	dir      bool
 	mode     int64
 	uid, gid int
+	modTime  time.Time
 	// data is the contents of the files a test reads.
 	data []byte
 }
@@ -330,7 +335,7 @@ func readTar(r io.Reader, files map[string]tarFile, entrypoint string) error {
 		if err != nil {
 			return err
 		}
-		f := tarFile{mode: h.Mode, uid: h.Uid, gid: h.Gid}
+		f := tarFile{mode: h.Mode, uid: h.Uid, gid: h.Gid, modTime: h.ModTime}
 		switch h.Typeflag {
 		case tar.TypeDir:
 			f.dir = true

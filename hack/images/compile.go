@@ -12,7 +12,7 @@ import (
 )
 
 // LDFlags are the linker flags of every binary: no symbol table, no DWARF. Tailor stamps no
-// version into its binaries; the go command records the module's commit (go version -m).
+// version into its binaries; the image's labels say which commit they are.
 const LDFlags = "-s -w"
 
 // Binaries are the binaries Compile built: dir/<os>_<arch>/<name>.
@@ -45,8 +45,10 @@ var microarchitecture = map[string]string{
 
 // Compile cross-builds every spec's binary for every platform with the go command on PATH,
 // from the module in moduleDir, into dir: static (CGO_ENABLED=0), with no file-system paths
-// (-trimpath) and LDFlags, so that the same source and toolchain give the same bytes. The
-// go command's build cache makes a rebuild of unchanged code a link.
+// (-trimpath), LDFlags and no version-control stamp (-buildvcs=false: git's view of the work
+// tree, untracked files included, would change the bytes), so that the same source and
+// toolchain give the same bytes whatever the go command's configuration. The go command's
+// build cache makes a rebuild of unchanged code a link.
 func Compile(ctx context.Context, moduleDir, dir string, specs []Spec, platforms []v1.Platform) (*Binaries, error) {
 	bins := &Binaries{dir: dir, platforms: platforms}
 	pkgs := make([]string, 0, len(specs))
@@ -66,7 +68,7 @@ func Compile(ctx context.Context, moduleDir, dir string, specs []Spec, platforms
 			return nil, fmt.Errorf("compiling for %s: %w", p, err)
 		}
 		// -o with a directory names each binary after its package's directory: Spec.Name.
-		args := append([]string{"build", "-trimpath", "-ldflags", LDFlags, "-o", out + string(filepath.Separator)}, pkgs...)
+		args := append([]string{"build", "-trimpath", "-buildvcs=false", "-ldflags", LDFlags, "-o", out + string(filepath.Separator)}, pkgs...)
 		cmd := exec.CommandContext(ctx, "go", args...)
 		cmd.Dir = moduleDir
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Architecture, march)

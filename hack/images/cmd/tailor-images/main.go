@@ -114,7 +114,7 @@ func run(ctx context.Context, root, chartDir, out, tag, push string) error {
 		if err != nil {
 			return err
 		}
-		if err := printDigest(w, "pushed", indexes[i], ref.String()); err != nil {
+		if err := printPushed(ref, indexes[i]); err != nil {
 			return err
 		}
 	}
@@ -122,10 +122,17 @@ func run(ctx context.Context, root, chartDir, out, tag, push string) error {
 	if err != nil {
 		return err
 	}
-	if err := printDigest(w, "pushed", art, ref.String()); err != nil {
-		return err
+	return printPushed(ref, art)
+}
+
+// printPushed prints the reference a node or Helm pulls: ref@digest.
+func printPushed(ref fmt.Stringer, m interface{ Digest() (v1.Hash, error) }) error {
+	d, err := m.Digest()
+	if err != nil {
+		return fmt.Errorf("computing the digest of %s: %w", ref, err)
 	}
-	return w.Flush()
+	_, err = fmt.Printf("pushed %s@%s\n", ref, d)
+	return err
 }
 
 func printDigest(w *tabwriter.Writer, what string, m interface{ Digest() (v1.Hash, error) }, where string) error {

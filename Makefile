@@ -3,9 +3,9 @@ SHELL := /usr/bin/env bash
 .DEFAULT_GOAL := help
 DIR ?= .local
 FUZZTIME ?= 30s
-# Images are tagged with the chart's appVersion, the tag the chart deploys by default.
 # The Go toolchain that builds and tests Tailor: go.mod's toolchain line (hack/lib.sh does the same).
 export GOTOOLCHAIN := $(shell awk '/^toolchain /{print $$2}' go.mod)
+# Images are tagged with the chart's appVersion, the tag the chart deploys by default.
 IMAGE_TAG ?= $(shell awk '/^appVersion:/ {gsub(/"/, "", $$2); print $$2}' manifests/charts/tailor/Chart.yaml)
 
 .PHONY: help
@@ -110,15 +110,8 @@ verify-deps: ## Fail when a direct dependency (Kubernetes' own modules aside) ha
 	hack/verify-deps.sh
 
 .PHONY: images
-images: ## Build the tailor-scheduler and tailor-provisioner images (images/*/Dockerfile) with docker; skipped without docker.
-	@if ! command -v docker >/dev/null 2>&1 || ! docker info >/dev/null 2>&1; then \
-	  echo "images: SKIPPED: docker is not installed or its daemon is not reachable"; \
-	else \
-	  set -e; for b in tailor-scheduler tailor-provisioner; do \
-	    docker build -f images/$$b/Dockerfile --build-arg GO_VERSION=$(GOTOOLCHAIN:go%=%) \
-	      -t $$b:$(IMAGE_TAG) . ; \
-	  done; \
-	fi
+images: ## Build the tailor-scheduler and tailor-provisioner images for linux/amd64 and linux/arm64 without Docker (hack/images), and the chart's OCI artifact: OCI layouts in _output/images, digests printed. PUSH=<registry>/<prefix> pushes them as <prefix>/<image>:IMAGE_TAG (the chart's appVersion) and <prefix>/charts/tailor:<chart version>.
+	go run ./hack/images/cmd/tailor-images --tag $(IMAGE_TAG) $(if $(PUSH),--push $(PUSH))
 
 .PHONY: clean
 clean: ## Remove build output (the version cache in ~/.cache/tailor stays).

@@ -5,6 +5,8 @@ package main
 import (
 	"os"
 
+	// Mozilla's root certificates, for when the system has none: the image holds no CA bundle.
+	_ "golang.org/x/crypto/x509roots/fallback"
 	"k8s.io/component-base/cli"
 
 	"github.com/tailor-autoscaler/tailor/plugin/scheduler"

@@ -13,6 +13,9 @@ import (
 
 	"github.com/go-logr/logr"
 	"go.uber.org/zap/zapcore"
+	// Mozilla's root certificates, for when the system has none: the image holds no CA bundle,
+	// and the AWS SDK speaks TLS.
+	_ "golang.org/x/crypto/x509roots/fallback"
 
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"

@@ -91,7 +91,7 @@ generate: ## Regenerate CRDs, deepcopy, plugin-args code, gRPC code, the chart's
 	hack/update-docs.sh
 
 .PHONY: verify
-verify: ## Fail when generated code or manifests are stale, code is not gofmt'ed, go vet or helm lint complains, promtool rejects the alerting rules, a Markdown link or anchor points nowhere, or govulncheck finds a vulnerability our code reaches.
+verify: ## Fail when generated code or manifests are stale, code is not gofmt'ed, go vet or helm lint complains, a package imports one from a layer above its own (hack/layers), promtool rejects the alerting rules, a Markdown link or anchor points nowhere, or govulncheck finds a vulnerability our code reaches.
 	hack/verify-gofmt.sh
 	go vet ./...
 	hack/verify-crds.sh
@@ -100,6 +100,7 @@ verify: ## Fail when generated code or manifests are stale, code is not gofmt'ed
 	hack/verify-chart.sh
 	hack/verify-rules.sh
 	hack/verify-docs.sh
+	hack/verify-layers.sh
 	hack/verify-links.sh
 	hack/verify-vulns.sh
 

@@ -2,7 +2,6 @@ package disruption
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"time"
@@ -68,7 +67,9 @@ func (c *Controller) view(ctx context.Context, in packing.Input) (Cluster, Budge
 			delete(c.stable, name)
 		}
 	}
-	var budgetErr error
+	// The budgets are read as the pass asks for them: a NodePool whose budgets cannot be
+	// read is not disrupted, and said so once a pass.
+	logger, unreadable := log.FromContext(ctx), map[string]bool{}
 	budget := func(pool string, reason karpv1.DisruptionReason) int {
 		np, ok := pools[pool]
 		if !ok {
@@ -76,13 +77,13 @@ func (c *Controller) view(ctx context.Context, in packing.Input) (Cluster, Budge
 		}
 		n, err := Allowed(np.NodePool, reason, total[pool], disrupting[pool], now)
 		if err != nil {
-			budgetErr = errors.Join(budgetErr, err)
+			if !unreadable[pool] {
+				unreadable[pool] = true
+				logger.Error(err, "reading disruption budgets; the NodePool is not disrupted", "nodePool", pool)
+			}
 			return 0
 		}
 		return n
-	}
-	if budgetErr != nil {
-		log.FromContext(ctx).Error(budgetErr, "reading disruption budgets; those NodePools are not disrupted")
 	}
 	return cluster, budget, nil
 }

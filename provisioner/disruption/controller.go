@@ -136,6 +136,7 @@ func (c *Controller) NeedLeaderElection() bool { return true }
 // Start runs passes until ctx ends.
 func (c *Controller) Start(ctx context.Context) error {
 	logger := log.FromContext(ctx).WithName("disruption")
+	ctx = log.IntoContext(ctx, logger)
 	c.mu.Lock()
 	if c.opts.LeaderElection {
 		c.leadingSince = c.clock.Now()

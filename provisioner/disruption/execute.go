@@ -179,7 +179,7 @@ func (c *Controller) abort(ctx context.Context, why string) error {
 		}
 		c.event(ctx, o.NodeClaim, corev1.EventTypeWarning, ReasonDisruptionAborted, why)
 	}
-	log.FromContext(ctx).Info("disruption aborted", "reason", why, "nodes", nodeNames(cmd.decision.Originals))
+	log.FromContext(ctx).Info("disruption aborted", "reason", cmd.decision.Reason, "why", why, "nodes", nodeNames(cmd.decision.Originals))
 	return nil
 }
 

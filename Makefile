@@ -92,7 +92,7 @@ generate: ## Regenerate CRDs, deepcopy, plugin-args code, gRPC code, the chart's
 	hack/update-diagrams.sh
 
 .PHONY: verify
-verify: ## Fail when generated code, manifests, reference pages or diagrams are stale, code is not gofmt'ed, go vet or helm lint complains, promtool rejects the alerting rules, a Markdown link or anchor points nowhere, or govulncheck finds a vulnerability our code reaches.
+verify: ## Fail when generated code, manifests, reference pages or diagrams are stale, code is not gofmt'ed, go vet or helm lint complains, a package imports one from a layer above its own (hack/layers), promtool rejects the alerting rules, a Markdown link or anchor points nowhere, or govulncheck finds a vulnerability our code reaches.
 	hack/verify-gofmt.sh
 	go vet ./...
 	hack/verify-crds.sh
@@ -102,6 +102,7 @@ verify: ## Fail when generated code, manifests, reference pages or diagrams are 
 	hack/verify-rules.sh
 	hack/verify-docs.sh
 	hack/verify-diagrams.sh
+	hack/verify-layers.sh
 	hack/verify-links.sh
 	hack/verify-vulns.sh
 

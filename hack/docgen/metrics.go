@@ -18,6 +18,7 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/garbagecollection"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/lifecycle"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/termination"
+	"github.com/tailor-autoscaler/tailor/provisioner/nodepool"
 )
 
 // collectors are every collector the sidecar registers: each package's, and those the
@@ -27,7 +28,7 @@ func collectors() []prometheus.Collector {
 	for _, list := range [][]prometheus.Collector{
 		metrics.Collectors(), aws.Collectors(), disruption.Collectors(), interruption.Collectors(),
 		termination.Collectors(), garbagecollection.Collectors(),
-		{metrics.NewNodePoolCollector(nil), metrics.NewClusterCollector(nil, nil, clock.RealClock{}), lifecycle.NewWaitingCollector(nil, clock.RealClock{})},
+		{nodepool.NewCollector(nil), metrics.NewClusterCollector(nil, nil, clock.RealClock{}), lifecycle.NewWaitingCollector(nil, clock.RealClock{})},
 	} {
 		out = append(out, list...)
 	}

@@ -107,3 +107,94 @@ func activeAt(b karpv1.Budget, t time.Time) (bool, error) {
 	next := sched.Next(t.Add(-b.Duration.Duration).Add(-time.Nanosecond))
 	return !next.IsZero() && !next.After(t), nil
 }
+
+// withinBudget keeps candidates, in order, while their NodePool's budget lasts, at most limit.
+func withinBudget(candidates []Candidate, reason karpv1.DisruptionReason, budget Budget, limit int) []Candidate {
+	left := map[string]int{}
+	var out []Candidate
+	for _, cand := range candidates {
+		if len(out) == limit {
+			break
+		}
+		n, seen := left[cand.NodePool]
+		if !seen {
+			n = budget(cand.NodePool, reason)
+		}
+		if n <= 0 {
+			left[cand.NodePool] = 0
+			continue
+		}
+		left[cand.NodePool] = n - 1
+		out = append(out, cand)
+	}
+	return out
+}
+
+// wholeGroups takes groups in order while every NodePool's budget and the cap allow all of
+// a group, skipping those that do not fit.
+func wholeGroups(groups [][]Candidate, budget Budget, limit int) []Candidate {
+	left := map[string]int{}
+	var out []Candidate
+	for _, g := range groups {
+		if len(out)+len(g) > limit {
+			continue
+		}
+		need := map[string]int{}
+		for _, cand := range g {
+			need[cand.NodePool]++
+		}
+		fits := true
+		for pool, n := range need {
+			if _, seen := left[pool]; !seen {
+				left[pool] = budget(pool, karpv1.DisruptionReasonUnderutilized)
+			}
+			fits = fits && n <= left[pool]
+		}
+		if !fits {
+			continue
+		}
+		for pool, n := range need {
+			left[pool] -= n
+		}
+		out = append(out, g...)
+	}
+	return out
+}
+
+// blockedKey is a NodePool and a disruption reason.
+type blockedKey struct {
+	nodePool string
+	reason   karpv1.DisruptionReason
+}
+
+// budgetBlocked counts, per NodePool and reason, the candidates a pass would disrupt for
+// that reason (drifted; empty; consolidatable with pods) and whether the NodePool's budgets
+// allow any of them now: the count is 0 where they do.
+func budgetBlocked(candidates []Candidate, budget Budget) map[blockedKey]int {
+	out := map[blockedKey]int{}
+	allowed := map[blockedKey]bool{}
+	for _, cand := range candidates {
+		var reason karpv1.DisruptionReason
+		switch {
+		case cand.Drifted:
+			reason = karpv1.DisruptionReasonDrifted
+		case cand.MayRemoveEmpty && len(cand.Pods) == 0:
+			reason = karpv1.DisruptionReasonEmpty
+		case cand.MayConsolidate && len(cand.Pods) > 0:
+			reason = karpv1.DisruptionReasonUnderutilized
+		default:
+			continue
+		}
+		key := blockedKey{nodePool: cand.NodePool, reason: reason}
+		ok, seen := allowed[key]
+		if !seen {
+			ok = budget(cand.NodePool, reason) > 0
+			allowed[key] = ok
+			out[key] = 0
+		}
+		if !ok {
+			out[key]++
+		}
+	}
+	return out
+}

@@ -116,6 +116,48 @@ func (cs *course) next(c Cluster, set []Candidate, budget Budget, opts Options) 
 	return d, true
 }
 
+// shareReplacements splits the plan's nodes into groups whose pods the plan puts on the
+// same replacements, in plan order.
+func shareReplacements(set []Candidate, plan packing.Plan) [][]Candidate {
+	origin := map[types.NamespacedName]int{}
+	for i, cand := range set {
+		for _, p := range cand.Pods {
+			origin[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = i
+		}
+	}
+	// label[i] is the group of set[i]: the least index in it.
+	label := make([]int, len(set))
+	for i := range label {
+		label[i] = i
+	}
+	for _, nc := range plan.NewNodeClaims {
+		joined, to := map[int]bool{}, len(set)
+		for _, p := range nc.Pods {
+			if i, ok := origin[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}]; ok {
+				joined[label[i]] = true
+				to = min(to, label[i])
+			}
+		}
+		for i := range label {
+			if joined[label[i]] {
+				label[i] = to
+			}
+		}
+	}
+	index := map[int]int{}
+	var groups [][]Candidate
+	for i, cand := range set {
+		g, ok := index[label[i]]
+		if !ok {
+			g = len(groups)
+			index[label[i]] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], cand)
+	}
+	return groups
+}
+
 // wholeGroupsThatHold tries the whole groups the budgets allow; while some of their nodes'
 // pods do not hold (try names those nodes), it tries again without the groups of those
 // nodes, ten times at most.

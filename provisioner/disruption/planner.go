@@ -200,6 +200,39 @@ func (w *planWork) joinPools() {
 	w.joined, w.untie = true, len(w.set)-1
 }
 
+// joinPools lets in together, per NodePool, the candidates left out of the set, when that
+// saves more: nodes that only save many at a time (twenty nodes each running one GPU pod,
+// whose pods two eight-GPU nodes take) do not join one by one where a few of them pack
+// dearer than apart. They join as tied, so the last stage of a plan takes out those that add
+// nothing.
+func joinPools(c Cluster, candidates, set []Candidate, saved float64, tied map[string]bool) ([]Candidate, float64) {
+	in := map[string]bool{}
+	for _, cand := range set {
+		in[cand.Node] = true
+	}
+	left := map[string][]Candidate{}
+	var pools []string
+	for _, cand := range candidates {
+		if in[cand.Node] {
+			continue
+		}
+		if _, ok := left[cand.NodePool]; !ok {
+			pools = append(pools, cand.NodePool)
+		}
+		left[cand.NodePool] = append(left[cand.NodePool], cand)
+	}
+	for _, pool := range pools {
+		next := append(slices.Clip(set), left[pool]...)
+		if d, ok := estimate(c, next); ok && d.Savings > saved+savingsEpsilon {
+			for _, cand := range left[pool] {
+				tied[cand.Node] = true
+			}
+			set, saved = next, d.Savings
+		}
+	}
+	return set, saved
+}
+
 // untieAll takes out again, last first and a block at a time (see block), the nodes let in
 // on a tie that the set saves as much without; it reports false when the pass's time is up
 // first. Given a spare snapshot, it weighs taking out the next block at the same time, as if

@@ -79,7 +79,7 @@ func (c *Controller) reserve(ctx context.Context, d Decision, replacementNodes [
 		}
 	}
 	if len(want) > 0 {
-		log.FromContext(ctx).V(1).Info("reserved nodes for the pods moving onto them", "nodes", len(want), "until", until.Time)
+		logger.V(1).Info("reserved nodes for the pods moving onto them", "nodes", len(want), "until", until.Time)
 	}
 	return nil
 }

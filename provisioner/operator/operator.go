@@ -513,7 +513,7 @@ func clusterMetrics(ctx context.Context, mgr ctrl.Manager, clk clock.PassiveCloc
 		return fmt.Errorf("timing pods: %w", err)
 	}
 	for _, c := range []prometheus.Collector{
-		metrics.NewNodePoolCollector(mgr.GetClient()), metrics.NewClusterCollector(mgr.GetClient(), synced, clk),
+		nodepool.NewCollector(mgr.GetClient()), metrics.NewClusterCollector(mgr.GetClient(), synced, clk),
 		lifecycle.NewWaitingCollector(mgr.GetClient(), clk),
 	} {
 		if err := crmetrics.Registry.Register(c); err != nil {

@@ -39,8 +39,8 @@ type base struct {
 	keyer  *podKeyer
 	shapes map[*corev1.Pod]podShape
 	protos map[protoKey]*group
-	// nodeKeys numbers the groups' node constraints.
-	nodeKeys map[string]int
+	// nodeKeys numbers the groups' node constraints (group.nodeKey).
+	nodeKeys numbering
 	nextID   int
 	// reservedLeft is how many more nodes the round may plan into each capacity
 	// reservation, by id: planned nodes of its offerings take one each.
@@ -88,7 +88,7 @@ type setCount struct {
 func newBase(in Input, pending []corev1.ResourceList, nodeDims bool) *base {
 	b := &base{in: in, dims: newDims(), topo: newTopologyIndex(), volumes: newVolumeIndex(in.Volumes),
 		sets: map[string]*labelSet{}, heldByLabel: map[string][]*labelSet{}, domains: map[domainKey]map[string][]*node{}, fitting: map[fitKey][]*node{}, eligible: map[eligibleKey]map[string][]*node{},
-		keyer: &podKeyer{seed: maphash.MakeSeed()}, shapes: map[*corev1.Pod]podShape{}, protos: map[protoKey]*group{}, nodeKeys: map[string]int{}}
+		keyer: &podKeyer{seed: maphash.MakeSeed()}, shapes: map[*corev1.Pod]podShape{}, protos: map[protoKey]*group{}, nodeKeys: numbering{}}
 	b.topo.onNewTracker = b.countTracker
 	for _, list := range pending {
 		for name := range list {
@@ -130,16 +130,6 @@ func newBase(in Input, pending []corev1.ResourceList, nodeDims bool) *base {
 		b.nodes = append(b.nodes, b.existingNode(&in.Nodes[i], requests[i]))
 	}
 	return b
-}
-
-// nodeKeyID numbers the distinct node constraints of groups (group.nodeKey).
-func (b *base) nodeKeyID(key string) int {
-	id, ok := b.nodeKeys[key]
-	if !ok {
-		id = len(b.nodeKeys)
-		b.nodeKeys[key] = id
-	}
-	return id
 }
 
 func (b *base) newID() int {

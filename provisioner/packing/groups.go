@@ -41,7 +41,7 @@ type group struct {
 	// nodeKey identifies the node constraints: groups with the same key may use the same
 	// offers.
 	nodeKey string
-	// nodeID numbers the node constraints within the base (see base.nodeKeyID).
+	// nodeID numbers the node constraints within the base (see base.nodeKeys).
 	nodeID int
 	// offerKeys says whether the node constraints look at zone or capacity type.
 	offerKeys bool

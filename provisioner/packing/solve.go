@@ -125,7 +125,7 @@ type placement struct {
 	start, k int
 }
 
-// domainAt is domain of a key numbered id (see topologyIndex.keyID), cached for existing
+// domainAt is domain of a key numbered id (see topologyIndex.keys), cached for existing
 // nodes, whose labels the planner reads over and over.
 func (n *node) domainAt(id int, key string) (string, bool) {
 	if n.offer != nil {
@@ -337,7 +337,7 @@ func (s *solver) newGroup(pod *corev1.Pod, need vec, relaxed int) *group {
 	}
 	g.offerKeys = referencesOfferKeys(pod.Spec.NodeSelector, terms)
 	g.nodeKey = nodeKeyOf(pod, extra, honoured)
-	g.nodeID = s.nodeKeyID(g.nodeKey)
+	g.nodeID = s.nodeKeys.of(g.nodeKey)
 
 	for i := range pod.Spec.TopologySpreadConstraints {
 		c := &pod.Spec.TopologySpreadConstraints[i]

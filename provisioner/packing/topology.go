@@ -18,7 +18,7 @@ import (
 // tracker counts pods matching a selector per domain of a topology key.
 type tracker struct {
 	key string
-	// keyID numbers the key (see topologyIndex.keyID).
+	// keyID numbers the key (see topologyIndex.keys).
 	keyID      int
 	namespaces map[string]bool // nil: every namespace
 	selector   labels.Selector
@@ -164,22 +164,13 @@ type topologyIndex struct {
 	antiIndex    labelIndex[*antiTerm]
 	// onNewTracker counts the pods already on nodes for a tracker when it is created.
 	onNewTracker func(*tracker)
-	// keys numbers the topology keys of trackers and terms.
-	keys map[string]int
-}
-
-// keyID numbers a topology key, so that nodes can cache their values by number.
-func (x *topologyIndex) keyID(key string) int {
-	id, ok := x.keys[key]
-	if !ok {
-		id = len(x.keys)
-		x.keys[key] = id
-	}
-	return id
+	// keys numbers the topology keys of trackers and terms, so that nodes can cache their
+	// values by number.
+	keys numbering
 }
 
 func newTopologyIndex() *topologyIndex {
-	return &topologyIndex{trackers: map[string]*tracker{}, anti: map[string]*antiTerm{}, keys: map[string]int{}}
+	return &topologyIndex{trackers: map[string]*tracker{}, anti: map[string]*antiTerm{}, keys: numbering{}}
 }
 
 // labelIndex finds the items whose selectors may match a pod's labels: those indexed under
@@ -340,7 +331,7 @@ func (x *topologyIndex) spreadTracker(g *group, c *corev1.TopologySpreadConstrai
 }
 
 func (x *topologyIndex) add(id string, t *tracker, label string) {
-	t.keyID = x.keyID(t.key)
+	t.keyID = x.keys.of(t.key)
 	t.label = label
 	x.trackers[id] = t
 	x.trackerIndex.add(t, label)
@@ -357,7 +348,7 @@ func (x *topologyIndex) antiTermOf(pod *corev1.Pod, term *corev1.PodAffinityTerm
 	if a, ok := x.anti[id]; ok {
 		return a
 	}
-	a := &antiTerm{key: term.TopologyKey, keyID: x.keyID(term.TopologyKey), namespaces: ns, selector: sel, owners: map[string]int{}}
+	a := &antiTerm{key: term.TopologyKey, keyID: x.keys.of(term.TopologyKey), namespaces: ns, selector: sel, owners: map[string]int{}}
 	x.anti[id] = a
 	x.antiIndex.add(a, indexLabel(term.LabelSelector))
 	return a

@@ -1,4 +1,4 @@
-package metrics
+package nodepool
 
 import (
 	"context"
@@ -11,46 +11,47 @@ import (
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+	"github.com/tailor-autoscaler/tailor/provisioner/metrics"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 )
 
 var (
-	nodePoolUsageDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "nodepool", "usage"),
+	nodePoolUsageDesc = prometheus.NewDesc(prometheus.BuildFQName("tailor", "nodepool", "usage"),
 		"Capacity held by a NodePool's NodeClaims, per resource (cores, bytes, count), the measure its limits apply to.",
-		[]string{LabelNodePool, LabelResource}, nil)
-	nodePoolLimitDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "nodepool", "limit"),
+		[]string{metrics.LabelNodePool, metrics.LabelResource}, nil)
+	nodePoolLimitDesc = prometheus.NewDesc(prometheus.BuildFQName("tailor", "nodepool", "limit"),
 		"A NodePool's limit per resource (cores, bytes, count); absent when unlimited.",
-		[]string{LabelNodePool, LabelResource}, nil)
-	nodePoolCostDesc = prometheus.NewDesc(prometheus.BuildFQName(namespace, "nodepool", "cost_per_hour"),
+		[]string{metrics.LabelNodePool, metrics.LabelResource}, nil)
+	nodePoolCostDesc = prometheus.NewDesc(prometheus.BuildFQName("tailor", "nodepool", "cost_per_hour"),
 		"What a NodePool's NodeClaims cost per hour in USD, by part: instance (less the DaemonSets' share), volumes, publicIPv4, monitoring, daemonSets. Each NodeClaim counts as launched (status.price), or as planned (the tailor.sh/planned-price annotation) until then; those with neither are left out.",
-		[]string{LabelNodePool, "part"}, nil)
+		[]string{metrics.LabelNodePool, "part"}, nil)
 	// Karpenter's names of the same figures, for its dashboards and alerts.
 	karpenterNodePoolUsageDesc = prometheus.NewDesc("karpenter_nodepools_usage",
 		"The amount of resources that have been provisioned for a nodepool, per resource type; the same figure as tailor_nodepool_usage.",
-		[]string{LabelNodePool, "resource_type"}, nil)
+		[]string{metrics.LabelNodePool, "resource_type"}, nil)
 	karpenterNodePoolLimitDesc = prometheus.NewDesc("karpenter_nodepools_limit",
 		"Limits specified on the nodepool that restrict the quantity of resources provisioned; the same figure as tailor_nodepool_limit.",
-		[]string{LabelNodePool, "resource_type"}, nil)
+		[]string{metrics.LabelNodePool, "resource_type"}, nil)
 )
 
 // scrapeTimeout bounds reading the cache on a scrape.
 const scrapeTimeout = 5 * time.Second
 
-// NodePoolCollector reports every NodePool's usage and limits when scraped, read from the
+// Collector reports every NodePool's usage and limits when scraped, read from the
 // manager's cache, so the figures are as fresh as the cache.
-type NodePoolCollector struct {
+type Collector struct {
 	kube client.Reader
 }
 
-var _ prometheus.Collector = &NodePoolCollector{}
+var _ prometheus.Collector = &Collector{}
 
-// NewNodePoolCollector returns a collector reading NodePools and NodeClaims from kube.
-func NewNodePoolCollector(kube client.Reader) *NodePoolCollector {
-	return &NodePoolCollector{kube: kube}
+// NewCollector returns a collector reading NodePools and NodeClaims from kube.
+func NewCollector(kube client.Reader) *Collector {
+	return &Collector{kube: kube}
 }
 
 // Describe sends the descriptors of the NodePool metrics.
-func (c *NodePoolCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- nodePoolUsageDesc
 	ch <- nodePoolLimitDesc
 	ch <- nodePoolCostDesc
@@ -59,7 +60,7 @@ func (c *NodePoolCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect sends each NodePool's usage and limits.
-func (c *NodePoolCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
 	pools := &karpv1.NodePoolList{}

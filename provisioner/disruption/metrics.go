@@ -3,9 +3,54 @@ package disruption
 import (
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/metrics"
 )
+
+var (
+	decisionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "tailor", Subsystem: "disruption", Name: "decisions_total",
+		Help: "Disruption decisions carried out, by reason (Drifted, Empty, Underutilized) and action (delete, replace).",
+	}, []string{"reason", "action"})
+	savingsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "tailor", Subsystem: "disruption", Name: "savings_dollars_per_hour_total",
+		Help: "Hourly price saved by the disruption decisions that save, summed over decisions, by reason (a drifted node's replacement, or a group's replacements launched ahead of the rest of the group, may cost more than the nodes they take away).",
+	}, []string{"reason"})
+	passesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "tailor", Subsystem: "disruption", Name: "passes_total",
+		Help: "Disruption passes, by result: decided (a disruption began), idle (nothing to disrupt), busy (a disruption under way), failed.",
+	}, []string{"result"})
+	budgetBlockedCandidates = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "tailor", Subsystem: "disruption", Name: "budget_blocked_candidates",
+		Help: "Nodes the last disruption pass would disrupt for a reason (Drifted; Empty; Underutilized: consolidatable with pods) that their NodePool's disruption budgets allow none of now, by NodePool and reason.",
+	}, []string{metrics.LabelNodePool, "reason"})
+	decideSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "tailor", Subsystem: "disruption", Name: "decide_duration_seconds",
+		Help:    "Time one pass took to decide the next disruption.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+	})
+)
+
+func init() {
+	crmetrics.Registry.MustRegister(Collectors()...)
+}
+
+// Collectors are the metrics disruption registers: what init registers, and what the
+// metrics reference lists.
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{decisionsTotal, savingsTotal, passesTotal, budgetBlockedCandidates, decideSeconds}
+}
+
+// reportBudgetBlocked publishes budgetBlocked as tailor_disruption_budget_blocked_candidates.
+func reportBudgetBlocked(candidates []Candidate, budget Budget) {
+	budgetBlockedCandidates.Reset()
+	for key, n := range budgetBlocked(candidates, budget) {
+		budgetBlockedCandidates.WithLabelValues(key.nodePool, string(key.reason)).Set(float64(n))
+	}
+}
 
 // Consolidation types, the consolidation_type label of Karpenter's disruption metrics:
 // empty nodes removed, one node or several consolidated at once; drift has none.

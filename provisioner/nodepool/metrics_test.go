@@ -1,4 +1,4 @@
-package metrics
+package nodepool
 
 import (
 	"strings"
@@ -51,7 +51,7 @@ tailor_nodepool_cost_per_hour{nodepool="general",part="monitoring"} 0.0029
 tailor_nodepool_cost_per_hour{nodepool="general",part="publicIPv4"} 0.005
 tailor_nodepool_cost_per_hour{nodepool="general",part="volumes"} 0.0066
 `
-	if err := testutil.CollectAndCompare(NewNodePoolCollector(kube), strings.NewReader(want), "tailor_nodepool_cost_per_hour"); err != nil {
+	if err := testutil.CollectAndCompare(NewCollector(kube), strings.NewReader(want), "tailor_nodepool_cost_per_hour"); err != nil {
 		t.Error(err)
 	}
 }
@@ -76,7 +76,7 @@ karpenter_nodepools_limit{nodepool="general",resource_type="memory"} 4.398046511
 tailor_nodepool_limit{nodepool="general",resource="cpu"} 1000
 tailor_nodepool_limit{nodepool="general",resource="memory"} 4.398046511104e+12
 `
-	if err := testutil.CollectAndCompare(NewNodePoolCollector(kube), strings.NewReader(want), "tailor_nodepool_limit", "karpenter_nodepools_limit"); err != nil {
+	if err := testutil.CollectAndCompare(NewCollector(kube), strings.NewReader(want), "tailor_nodepool_limit", "karpenter_nodepools_limit"); err != nil {
 		t.Error(err)
 	}
 }

@@ -1,0 +1,31 @@
+package disruption
+
+import (
+	"sort"
+
+	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+)
+
+// drift replaces the first drifted node the budget allows: its pods go to other nodes or to
+// replacements, whatever they cost.
+func drift(c Cluster, budget Budget) (Decision, bool) {
+	var drifted []Candidate
+	for _, cand := range c.Candidates {
+		if cand.Drifted {
+			drifted = append(drifted, cand)
+		}
+	}
+	sort.Slice(drifted, func(i, j int) bool { return drifted[i].Node < drifted[j].Node })
+	for _, cand := range withinBudget(drifted, karpv1.DisruptionReasonDrifted, budget, 1) {
+		plan, ok := simulate(c, []Candidate{cand}, nil)
+		if !ok {
+			continue
+		}
+		return Decision{
+			Reason: karpv1.DisruptionReasonDrifted, Originals: []Candidate{cand},
+			Replacements: plan.NewNodeClaims, Placements: plan.Existing,
+			Savings: cand.Price - price(plan.NewNodeClaims),
+		}, true
+	}
+	return Decision{}, false
+}

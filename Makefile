@@ -50,7 +50,7 @@ bench-nodecost: binaries ## What nodes really cost (tiny 3k, diverse 1k, webmix 
 	@hack/bench-nodecost.sh
 
 .PHONY: bench-scheduler
-bench-scheduler: binaries ## Scheduler throughput on existing nodes with and without NodeProvisioning, under the shipped profile less Coscheduling and CapacityScheduling (scheduler_perf; NODES=5000, ROUNDS=1, PERCENTAGE_OF_NODES_TO_SCORE=as shipped): _output/bench/scheduler.json.
+bench-scheduler: binaries ## Scheduler throughput on existing nodes with and without NodeProvisioning (scheduler_perf; NODES=5000, ROUNDS=1, PERCENTAGE_OF_NODES_TO_SCORE=as shipped): _output/bench/scheduler.json.
 	@hack/bench-scheduler.sh
 
 .PHONY: bench-scaledown

@@ -1,10 +1,8 @@
 #!/usr/bin/env bash
 # Scheduler throughput on existing nodes: upstream's scheduler_perf runs every workload of
 # test/schedperf/testdata/workloads.yaml (plain pods, topology spread, pod affinity) with
-# kube-scheduler under two profiles side by side: Tailor's shipped profile
-# (manifests/scheduler/config.yaml) without Coscheduling and CapacityScheduling, since
-# scheduler_perf's API server serves no PodGroups or ElasticQuotas for them, and that profile
-# minus NodeProvisioning ("vanilla"), and writes pods/s, their ratio and the nodes left running pods to
+# kube-scheduler under Tailor's profile minus NodeProvisioning and with the profile as
+# shipped, side by side, and writes pods/s, their ratio and the nodes left running pods to
 # _output/bench/scheduler.json (the table to scheduler.txt, the run's log to scheduler.log,
 # scheduler_perf's own data items, latencies per extension point and plugin among them, to
 # scheduler_perf/). Each run starts etcd (_output/bin/etcd, from hack/build.sh), an API server

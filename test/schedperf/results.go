@@ -16,7 +16,7 @@ type Scheduler string
 const (
 	// Vanilla is kube-scheduler with Tailor's profile minus NodeProvisioning.
 	Vanilla Scheduler = "vanilla"
-	// Tailor is the shipped profile, NodeProvisioning included, less the gang plugins (gangPlugins).
+	// Tailor is the profile as shipped, NodeProvisioning included.
 	Tailor Scheduler = "tailor"
 )
 

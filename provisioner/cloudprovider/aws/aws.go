@@ -1,6 +1,7 @@
-// Package aws is Tailor's cloud provider for EC2: it resolves EC2NodeClasses, builds the
-// instance catalog with prices, launches instances with CreateFleet and finds, tags and
-// terminates them, all through aws-sdk-go-v2.
+// Package aws is Tailor's cloud provider for EC2, all through aws-sdk-go-v2. Provider
+// composes one provider per concern: nodeclass resolves EC2NodeClasses, instancetype and
+// pricing build the instance catalog with prices, launch launches instances with CreateFleet,
+// and instance finds, tags and terminates them.
 package aws
 
 import (
@@ -8,46 +9,42 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
-	"sync"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
-	"github.com/aws/aws-sdk-go-v2/service/pricing"
+	awspricing "github.com/aws/aws-sdk-go-v2/service/pricing"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/backoff"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
-	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/nodecost"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/amifamily"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/apierror"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/instance"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/instanceprofile"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/instancetype"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/launch"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/nodeclass"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/pricing"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/reservation"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/transport"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/unavailable"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/userdata"
 )
 
-// Keys of the provider's periodic work in refreshFailures, besides the kinds of prices.
-const (
-	failureCatalog            = "instance-types"
-	failureTemplateCollection = "launch-templates"
-)
-
-// Reads of prices: the first, on which planning waits, makes one attempt of each request
-// within firstPriceReadTimeout and falls back to the embedded prices at once when it fails;
-// later ones run in the background with a few attempts, and after a failure wait for
-// refreshFailures before the next.
-const (
-	firstPriceReadTimeout  = 10 * time.Second
-	backgroundReadAttempts = 3
-)
+// failureTemplateCollection is the key of the garbage collections of launch templates in
+// the provider's failures.
+const failureTemplateCollection = "launch-templates"
 
 // Options configure the provider.
 type Options struct {
@@ -92,7 +89,7 @@ type Options struct {
 
 func (o *Options) defaults() {
 	if o.VMMemoryOverheadPercent == 0 {
-		o.VMMemoryOverheadPercent = defaultVMMemoryOverheadPercent
+		o.VMMemoryOverheadPercent = instancetype.DefaultVMMemoryOverheadPercent
 	}
 	if o.CatalogTTL == 0 {
 		o.CatalogTTL = 6 * time.Hour
@@ -128,7 +125,7 @@ func (o *Options) validate() error {
 	if o.UnavailableOfferingsTTL < 0 {
 		errs = append(errs, fmt.Errorf("unavailable offerings TTL must not be negative, got %s", o.UnavailableOfferingsTTL))
 	}
-	errs = append(errs, validateVMMemoryOverhead(o.VMMemoryOverheadPercent))
+	errs = append(errs, instancetype.ValidateVMMemoryOverhead(o.VMMemoryOverheadPercent))
 	return errors.Join(errs...)
 }
 
@@ -136,7 +133,7 @@ func (o *Options) validate() error {
 type Clients struct {
 	EC2     *ec2.Client
 	SSM     *ssm.Client
-	Pricing *pricing.Client
+	Pricing *awspricing.Client
 	IAM     *iam.Client
 	// EKS describes the cluster, for settings the sidecar is not given.
 	EKS *eks.Client
@@ -150,77 +147,54 @@ func NewClients(cfg aws.Config) Clients {
 	if cfg.Retryer == nil {
 		cfg.Retryer = func() aws.Retryer { return NewRetryer(nil) }
 	}
-	cfg.APIOptions = append(cfg.APIOptions, countAPIErrors)
+	cfg.APIOptions = append(cfg.APIOptions, apierror.CountErrors)
 	pricingCfg := cfg.Copy()
 	pricingCfg.Region = "us-east-1"
 	return Clients{
 		EC2:     ec2.NewFromConfig(cfg),
 		SSM:     ssm.NewFromConfig(cfg),
-		Pricing: pricing.NewFromConfig(pricingCfg),
+		Pricing: awspricing.NewFromConfig(pricingCfg),
 		IAM:     iam.NewFromConfig(cfg),
 		EKS:     eks.NewFromConfig(cfg),
 	}
 }
 
-// Provider implements cloudprovider.CloudProvider on EC2.
+// Provider implements cloudprovider.CloudProvider on EC2, composing the providers of each
+// concern.
 type Provider struct {
-	opts    Options
-	ec2     *ec2.Client
-	ssm     *ssm.Client
-	pricing *pricing.Client
-	iam     *iam.Client
-	kube    client.Reader
-	claims  client.Reader
-	clock   clock.Clock
+	opts Options
+	// kube reads EC2NodeClasses; claims lists the cluster's NodeClaims.
+	kube, claims client.Reader
+	clock        clock.Clock
 
-	unavailable *unavailableOfferings
-	describe    *idBatcher[*ec2types.Instance]
-	terminate   *idBatcher[struct{}]
+	classes     *nodeclass.Resolver
+	catalog     *instancetype.Catalog
+	instances   *instance.Provider
+	launcher    *launch.Launcher
+	profiles    *instanceprofile.Provider
+	unavailable *unavailable.Offerings
+	// failures space out the garbage collections of launch templates that fail; the catalog
+	// and prices share them under keys of their own.
+	failures *backoff.Failures
 	// afterCreateFleet, when set, runs once CreateFleet launched an instance; tests use it
 	// to crash a launch there.
 	afterCreateFleet func(ctx context.Context, instanceID string) error
-
-	mu       sync.Mutex
-	catalog  cached[map[string]*catalogEntry]
-	onDemand cached[map[string]float64]
-	spot     cached[map[string]map[string]float64]
-	// nodeCosts prices what a node costs besides its instance; read with on-demand prices.
-	nodeCosts *nodecost.Table
-	sources   PriceSources
-	// refreshing is set while a background refresh of the catalog and prices runs.
-	refreshing bool
-	// refreshMu is held while the catalog and prices are read from AWS, so that callers
-	// that find nothing cached wait for one read rather than each making their own.
-	refreshMu sync.Mutex
-	classes   map[types.UID]cached[*resolvedClass]
-	// classErrors are the last failed resolution of each class, returned until the wait
-	// of failures passes, so that planning and launches do not resolve a broken class
-	// each time.
-	classErrors map[types.UID]error
-	// failures space out the resolutions of classes that fail, by UID.
-	failures *backoff.Failures
-	// refreshFailures space out the reads of the catalog, prices and launch templates that
-	// fail, by failureCatalog, kindOnDemand, kindSpot and failureTemplateCollection.
-	refreshFailures *backoff.Failures
-	// catalogErr is why the catalog could not be read, while it never was.
-	catalogErr error
-	// templates holds the launch templates known to exist, by name.
-	templates map[string]knownTemplate
-	// windows holds the prices of Windows instances, read once a Windows class plans.
-	windows windowsPriceCache
 }
 
 var _ cloudprovider.CloudProvider = (*Provider)(nil)
 
-type cached[T any] struct {
-	value T
-	at    time.Time
-	valid bool
-}
+// DefaultUnavailableOfferingsTTL is how long an offering that reported a capacity error is
+// kept from the planner and from launches.
+const DefaultUnavailableOfferingsTTL = unavailable.DefaultTTL
 
-func (c cached[T]) fresh(now time.Time, ttl time.Duration) bool {
-	return c.valid && now.Sub(c.at) < ttl
-}
+// ClusterInfo is what a node needs to join the cluster.
+type ClusterInfo = userdata.ClusterInfo
+
+// Reasons of the CapacityReservationsReady condition.
+const (
+	ReasonCapacityReservationsResolved  = reservation.ReasonCapacityReservationsResolved
+	ReasonCapacityReservationsUnmatched = reservation.ReasonCapacityReservationsUnmatched
+)
 
 // New validates the options and returns a provider. kube reads EC2NodeClasses; claims lists
 // the cluster's NodeClaims (the manager's cache), whose launch templates are kept.
@@ -232,19 +206,25 @@ func New(opts Options, clients Clients, kube, claims client.Reader, clk clock.Cl
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	p := &Provider{
-		opts: opts, ec2: clients.EC2, ssm: clients.SSM, pricing: clients.Pricing, iam: clients.IAM,
-		kube: kube, claims: claims, clock: clk,
-		unavailable:     newUnavailableOfferings(clk, opts.UnavailableOfferingsTTL),
-		classes:         map[types.UID]cached[*resolvedClass]{},
-		classErrors:     map[types.UID]error{},
-		failures:        backoff.New(clk, backoff.DefaultInitial, backoff.DefaultMax),
-		refreshFailures: backoff.New(clk, housekeepingPeriod, backoff.DefaultMax),
-		templates:       map[string]knownTemplate{},
-	}
-	p.describe = newIDBatcher(clk, p.describeInstances)
-	p.terminate = newIDBatcher(clk, p.terminateInstances)
-	return p, nil
+	failures := backoff.New(clk, housekeepingPeriod, backoff.DefaultMax)
+	prices := pricing.New(pricing.Options{Region: opts.Region, OnDemandTTL: opts.CatalogTTL, SpotTTL: opts.SpotPriceTTL, IsolatedVPC: opts.IsolatedVPC}, clients.EC2, clients.Pricing, clk, failures)
+	profiles := instanceprofile.New(clients.IAM, opts.Cluster.Name)
+	offerings := unavailable.New(clk, opts.UnavailableOfferingsTTL)
+	return &Provider{
+		opts: opts, kube: kube, claims: claims, clock: clk,
+		classes:     nodeclass.NewResolver(clients.EC2, clients.SSM, kube, clk, opts.NodeClassTTL, opts.KubernetesVersion),
+		catalog:     instancetype.NewCatalog(clients.EC2, prices, clk, opts.CatalogTTL, failures),
+		instances:   instance.New(clients.EC2, opts.Cluster.Name, opts.ReservedCapacity, opts.settings(), clk),
+		launcher:    launch.New(launch.Options{Cluster: opts.Cluster, PrefixDelegation: opts.PrefixDelegation, LaunchTemplateTTL: opts.LaunchTemplateTTL}, clients.EC2, profiles, offerings, claims, clk),
+		profiles:    profiles,
+		unavailable: offerings,
+		failures:    failures,
+	}, nil
+}
+
+// settings are the cluster-wide settings that shape a node's allocatable resources.
+func (o *Options) settings() instancetype.Settings {
+	return instancetype.Settings{VMMemoryOverheadPercent: o.VMMemoryOverheadPercent, ReservedENIs: int64(o.ReservedENIs), PrefixDelegation: o.PrefixDelegation}
 }
 
 // InstanceTypes returns the instance types the NodePool's EC2NodeClass can launch in the
@@ -255,10 +235,10 @@ func (p *Provider) InstanceTypes(ctx context.Context, nodePool *karpv1.NodePool)
 	if err != nil {
 		return nil, err
 	}
-	if len(lc.resolved.reservations.reservations) == 0 || !p.opts.ReservedCapacity {
+	if len(lc.Resolved.Reservations.Reservations) == 0 || !p.opts.ReservedCapacity {
 		return lc.types, nil
 	}
-	planned, err := p.plannedReservations(ctx)
+	planned, err := reservation.Planned(ctx, p.claims)
 	if err != nil {
 		return nil, err
 	}
@@ -277,310 +257,96 @@ func (p *Provider) InstanceTypes(ctx context.Context, nodePool *karpv1.NodePool)
 // resolve to, the catalog, and the instance types the class can launch (with an AMI for
 // their architecture and an offering in its zones).
 type launchContext struct {
-	class    *awsv1.EC2NodeClass
-	resolved *resolvedClass
-	entries  map[string]*catalogEntry
-	types    []*cloudprovider.InstanceType
+	launch.Context
+	entries map[string]*instancetype.Entry
+	types   []*cloudprovider.InstanceType
 }
 
 func (p *Provider) launchContext(ctx context.Context, ref *karpv1.NodeClassReference) (*launchContext, error) {
-	class, err := p.nodeClass(ctx, ref)
+	class, err := p.classes.Get(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
-	resolved, err := p.resolved(ctx, class)
+	resolved, err := p.classes.Resolved(ctx, class)
 	if err != nil {
 		return nil, err
 	}
-	entries, prices, err := p.catalogAndPrices(ctx)
+	entries, prices, err := p.catalog.Get(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if windowsBuild(class) != "" {
-		prices = p.windowsPriceBook(ctx, prices, entries)
+	if amifamily.WindowsBuild(class) != "" {
+		prices = p.catalog.Prices().Windows(ctx, prices, instancetype.VCPUs(entries))
 	}
-	costs := p.nodeCostTable()
-	zones := resolved.zones()
-	lc := &launchContext{class: class, resolved: resolved, entries: entries, types: make([]*cloudprovider.InstanceType, 0, len(entries))}
+	costs := p.catalog.Prices().NodeCostTable()
+	zones := resolved.Zones()
+	lc := &launchContext{Context: launch.Context{Class: class, Resolved: resolved}, entries: entries, types: make([]*cloudprovider.InstanceType, 0, len(entries))}
 	for _, e := range entries {
-		it := newInstanceType(e, class, zones, prices, p.overheadSettings())
+		it := instancetype.New(e, class, zones, prices, p.opts.settings())
 		if p.opts.ReservedCapacity {
-			it.Offerings = append(it.Offerings, p.reservedOfferings(it, resolved, prices)...)
+			it.Offerings = append(it.Offerings, resolved.Reservations.Offerings(it, zones, prices)...)
 		}
 		for i := range it.Offerings {
 			o := &it.Offerings[i]
-			subnet, hasAddress := resolved.subnetFor(o.Zone)
+			subnet, hasAddress := resolved.SubnetFor(o.Zone)
 			// A reservation takes nodes while it has an instance left; no offering takes
 			// them while a capacity error marks it out.
 			left := o.CapacityType != karpv1.CapacityTypeReserved || o.ReservedInstances > 0
-			o.Available = hasAddress && left && !p.unavailable.has(keyOf(it.Name, *o))
-			o.NodeCosts = costs.NodeCosts(class, resolved.publicIPv4[subnet.ID])
+			o.Available = hasAddress && left && !p.unavailable.Has(unavailable.KeyOf(it.Name, *o))
+			o.NodeCosts = costs.NodeCosts(class, resolved.PublicIPv4[subnet.ID])
 		}
-		if _, ok := resolved.amis[it.Labels[corev1.LabelArchStable]]; ok && len(it.Offerings) > 0 {
+		if _, ok := resolved.AMIs[it.Labels[corev1.LabelArchStable]]; ok && len(it.Offerings) > 0 {
 			lc.types = append(lc.types, it)
 		}
 	}
 	return lc, nil
 }
 
-func (p *Provider) overheadSettings() overheadSettings {
-	return overheadSettings{vmMemoryOverheadPercent: p.opts.VMMemoryOverheadPercent, reservedENIs: int64(p.opts.ReservedENIs), prefixDelegation: p.opts.PrefixDelegation}
-}
-
-// nodeClass reads the EC2NodeClass a NodePool or NodeClaim refers to.
-func (p *Provider) nodeClass(ctx context.Context, ref *karpv1.NodeClassReference) (*awsv1.EC2NodeClass, error) {
-	if ref == nil {
-		return nil, cloudprovider.NewNodeClassNotReadyError(errors.New("nodeClassRef is not set"))
-	}
-	if ref.Group != awsv1.Group || ref.Kind != "EC2NodeClass" {
-		return nil, cloudprovider.NewNodeClassNotReadyError(fmt.Errorf("nodeClassRef %s/%s is not an %s EC2NodeClass", ref.Group, ref.Kind, awsv1.Group))
-	}
-	class := &awsv1.EC2NodeClass{}
-	if err := p.kube.Get(ctx, client.ObjectKey{Name: ref.Name}, class); err != nil {
-		return nil, cloudprovider.NewNodeClassNotReadyError(fmt.Errorf("getting EC2NodeClass %q: %w", ref.Name, err))
-	}
-	return class, nil
-}
-
-// resolved returns the class's resolved selectors, resolving them when stale. A class that
-// failed to resolve returns the same error, without asking AWS, until a wait that doubles
-// with each failure has passed or its spec changed.
-func (p *Provider) resolved(ctx context.Context, class *awsv1.EC2NodeClass) (*resolvedClass, error) {
-	version := strconv.FormatInt(class.Generation, 10)
-	p.mu.Lock()
-	c, ok := p.classes[class.UID]
-	lastErr := p.classErrors[class.UID]
-	p.mu.Unlock()
-	now := p.clock.Now()
-	if ok && c.fresh(now, p.opts.NodeClassTTL) {
-		return c.value, nil
-	}
-	if lastErr != nil && p.failures.Wait(string(class.UID), version) > 0 {
-		return nil, lastErr
-	}
-	r, err := p.resolveClass(ctx, class)
-	if err != nil {
-		err = cloudprovider.NewNodeClassNotReadyError(fmt.Errorf("EC2NodeClass %q: %w", class.Name, err))
-		p.failures.Failed(string(class.UID), version)
-		p.mu.Lock()
-		p.classErrors[class.UID] = err
-		p.mu.Unlock()
-		return nil, err
-	}
-	p.failures.Forget(string(class.UID))
-	p.mu.Lock()
-	p.classes[class.UID] = cached[*resolvedClass]{value: r, at: now, valid: true}
-	delete(p.classErrors, class.UID)
-	p.mu.Unlock()
-	return r, nil
-}
-
 // ResolveNodeClass resolves the selectors of a node class into the status fields the
 // EC2NodeClass reports, with the conditions of what may resolve to nothing without making
 // the class not ready (capacity reservations).
 func (p *Provider) ResolveNodeClass(ctx context.Context, class *awsv1.EC2NodeClass) (awsv1.EC2NodeClassStatus, error) {
-	r, err := p.resolveClass(ctx, class)
+	status, err := p.classes.Status(ctx, class)
 	if err != nil {
 		return awsv1.EC2NodeClassStatus{}, err
-	}
-	status := awsv1.EC2NodeClassStatus{
-		Subnets: r.subnets, SecurityGroups: r.securityGroups, CapacityReservations: r.reservations.reservations,
-		Conditions: []metav1.Condition{r.reservations.condition()},
-	}
-	for _, arch := range []string{architectureAMD64, architectureARM64} {
-		if ami, ok := r.amis[arch]; ok {
-			status.AMIs = append(status.AMIs, ami)
-		}
 	}
 	if class.Spec.InstanceProfile != nil {
 		status.InstanceProfile = *class.Spec.InstanceProfile
 	} else {
-		status.InstanceProfile = p.instanceProfileName(class.Spec.Role)
+		status.InstanceProfile = p.profiles.Name(class.Spec.Role)
 	}
 	return status, nil
-}
-
-// catalogAndPrices returns the instance catalog and current prices. Only the first call
-// waits for AWS, and for on-demand prices at most one attempt within firstPriceReadTimeout;
-// later ones return what is cached at once and refresh what is stale in the background, so
-// planning never waits on the Pricing or EC2 APIs. A catalog that could not be read returns
-// the same error until the wait after the failure has passed.
-func (p *Provider) catalogAndPrices(ctx context.Context) (map[string]*catalogEntry, *priceBook, error) {
-	p.mu.Lock()
-	ready := p.readyLocked()
-	if ready {
-		defer p.mu.Unlock()
-		if p.staleLocked(p.clock.Now()) && !p.refreshing {
-			p.refreshing = true
-			go func() {
-				p.refreshMu.Lock()
-				defer p.refreshMu.Unlock()
-				_ = p.refreshLocked(context.WithoutCancel(ctx))
-			}()
-		}
-		return p.catalog.value, &priceBook{onDemand: p.onDemand.value, spot: p.spot.value}, nil
-	}
-	p.mu.Unlock()
-	p.refreshMu.Lock()
-	defer p.refreshMu.Unlock()
-	p.mu.Lock()
-	ready = p.readyLocked()
-	lastErr := p.catalogErr
-	p.mu.Unlock()
-	if !ready {
-		if lastErr != nil && p.refreshFailures.Wait(failureCatalog, "") > 0 {
-			return nil, nil, lastErr
-		}
-		if err := p.refreshLocked(ctx); err != nil {
-			return nil, nil, err
-		}
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.readyLocked() {
-		return nil, nil, errors.New("the instance catalog and prices are not read yet")
-	}
-	return p.catalog.value, &priceBook{onDemand: p.onDemand.value, spot: p.spot.value}, nil
-}
-
-// readyLocked reports whether the catalog and prices can be planned with. p.mu must be held.
-func (p *Provider) readyLocked() bool {
-	return p.catalog.valid && p.onDemand.valid && p.spot.valid
 }
 
 // CatalogReady is a readiness check (healthz.Checker): it fails until the instance catalog
 // and prices can be planned with, so a replica is not reported ready before it could plan.
 // LoadCatalog reads them on every replica.
-func (p *Provider) CatalogReady(*http.Request) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.readyLocked() {
-		return errors.New("the instance catalog and prices are not read yet")
-	}
-	return nil
-}
+func (p *Provider) CatalogReady(r *http.Request) error { return p.catalog.Ready(r) }
 
 // LoadCatalog reads the instance catalog and prices until they can be planned with or ctx
 // ends, waiting after each failure as long as the failure's wait; it returns nil either
 // way. Run on every replica, it makes CatalogReady true without waiting for leadership.
-func (p *Provider) LoadCatalog(ctx context.Context) error {
-	logger := klog.FromContext(ctx).WithName("aws")
-	for {
-		_, _, err := p.catalogAndPrices(ctx)
-		if err == nil {
-			return nil
-		}
-		wait := max(p.refreshFailures.Wait(failureCatalog, ""), time.Second)
-		logger.Error(err, "Failed to read the instance catalog", "retryIn", wait.String())
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-p.clock.After(wait):
-		}
-	}
+func (p *Provider) LoadCatalog(ctx context.Context) error { return p.catalog.Load(ctx) }
+
+// PriceSources returns where the prices in use come from.
+func (p *Provider) PriceSources() PriceSources { return p.catalog.Prices().Sources() }
+
+// Where prices come from.
+const (
+	PriceSourceAPI      = pricing.SourceAPI
+	PriceSourceEmbedded = pricing.SourceEmbedded
+)
+
+// PriceSources says where the prices in use come from: PriceSourceAPI or
+// PriceSourceEmbedded, "" before the first read.
+type PriceSources = pricing.Sources
+
+func init() {
+	metrics.Registry.MustRegister(Collectors()...)
 }
 
-// staleLocked reports whether a part of the catalog or prices is due for a refresh. p.mu
-// must be held.
-func (p *Provider) staleLocked(now time.Time) bool {
-	catalog, onDemand, spot := p.dueLocked(now)
-	return catalog || onDemand || spot
-}
-
-// dueLocked reports which parts of the catalog and prices are to be read again: those older
-// than their TTL, and prices that fell back to the embedded catalog when AWS failed; either
-// not before the wait after a failed read has passed. p.mu must be held.
-func (p *Provider) dueLocked(now time.Time) (catalog, onDemand, spot bool) {
-	due := func(key string, fresh, fallback bool) bool {
-		return (!fresh || fallback) && p.refreshFailures.Wait(key, "") == 0
-	}
-	catalog = due(failureCatalog, p.catalog.fresh(now, p.opts.CatalogTTL), false)
-	onDemand = due(kindOnDemand, p.onDemand.fresh(now, p.opts.CatalogTTL), p.sources.OnDemand == PriceSourceEmbedded && !p.opts.IsolatedVPC)
-	spot = due(kindSpot, p.spot.fresh(now, p.opts.SpotPriceTTL), p.sources.Spot == PriceSourceEmbedded)
-	return catalog, onDemand, spot
-}
-
-// refreshLocked reads what is stale of the catalog and prices from AWS, without holding p.mu
-// during the calls. Prices that AWS cannot give fall back to the embedded catalog's, and in an
-// isolated VPC on-demand prices are the embedded ones from the start; the catalog itself has
-// no fallback. p.refreshMu must be held.
-func (p *Provider) refreshLocked(ctx context.Context) error {
-	now := p.clock.Now()
-	p.mu.Lock()
-	needCatalog, needOnDemand, needSpot := p.dueLocked(now)
-	firstOnDemand, firstSpot := !p.onDemand.valid, !p.spot.valid
-	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		p.refreshing = false
-		p.mu.Unlock()
-	}()
-	logger := klog.FromContext(ctx)
-	var errs []error
-	if needCatalog {
-		entries, err := describeInstanceTypes(ctx, p.ec2)
-		p.mu.Lock()
-		if err == nil {
-			p.catalog = cached[map[string]*catalogEntry]{value: entries, at: now, valid: true}
-			p.catalogErr = nil
-			refreshedMetric.WithLabelValues("instance-types").SetToCurrentTime()
-		} else if !p.catalog.valid {
-			p.catalogErr = err
-			errs = append(errs, err)
-		}
-		p.mu.Unlock()
-		if err != nil {
-			wait := p.refreshFailures.Failed(failureCatalog, "")
-			logger.Error(err, "Failed to refresh the instance catalog", "retryIn", wait.String())
-		} else {
-			p.refreshFailures.Forget(failureCatalog)
-		}
-	}
-	if needOnDemand && p.opts.IsolatedVPC {
-		p.mu.Lock()
-		p.nodeCosts = embeddedNodeCosts()
-		p.onDemand = cached[map[string]float64]{value: embeddedPrices().onDemand, at: now, valid: true}
-		refreshedMetric.WithLabelValues(kindOnDemand).SetToCurrentTime()
-		p.setSourceLocked(kindOnDemand, PriceSourceEmbedded)
-		p.mu.Unlock()
-	} else if needOnDemand {
-		prices, err := p.readOnDemandPrices(ctx, firstOnDemand)
-		if err == nil {
-			// Only once the Pricing API answered, so that an outage costs no more requests.
-			p.refreshNodeCosts(ctx, firstOnDemand)
-		}
-		p.setPrices(ctx, kindOnDemand, err, func(fallback bool) {
-			if fallback {
-				prices = embeddedPrices().onDemand
-			}
-			p.onDemand = cached[map[string]float64]{value: prices, at: now, valid: true}
-		})
-	}
-	if needSpot {
-		// The first read has the client's retries: EC2 answers the catalog's reads too.
-		attempts := backgroundReadAttempts
-		if firstSpot {
-			attempts = 0
-		}
-		prices, err := spotPrices(ctx, p.ec2, now, attempts)
-		p.setPrices(ctx, kindSpot, err, func(fallback bool) {
-			if fallback {
-				prices = embeddedPrices().spot
-			}
-			p.spot = cached[map[string]map[string]float64]{value: prices, at: now, valid: true}
-		})
-	}
-	return errors.Join(errs...)
-}
-
-// readOnDemandPrices reads on-demand prices from the Pricing API: the first time with one
-// attempt within firstPriceReadTimeout, since planning waits for it and the embedded prices
-// stand in when it fails; later, in the background, with backgroundReadAttempts.
-func (p *Provider) readOnDemandPrices(ctx context.Context, first bool) (map[string]float64, error) {
-	if !first {
-		return onDemandPrices(ctx, p.pricing, p.opts.Region, backgroundReadAttempts)
-	}
-	ctx, cancel := context.WithTimeout(ctx, firstPriceReadTimeout)
-	defer cancel()
-	return onDemandPrices(ctx, p.pricing, p.opts.Region, 1)
+// Collectors are the metrics the AWS provider registers: what init registers, and what the
+// metrics reference lists.
+func Collectors() []prometheus.Collector {
+	return slices.Concat(apierror.Collectors(), unavailable.Collectors(), pricing.Collectors())
 }

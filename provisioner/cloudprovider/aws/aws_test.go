@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -23,6 +25,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
@@ -40,6 +43,12 @@ type harness struct {
 	clock    *clocktesting.FakeClock
 	cfg      aws.Config
 	kube     client.Client
+	// ec2 calls the endpoint outside the provider, as a person or a script would.
+	ec2 *ec2.Client
+	// providerClock is the provider's clock; configure, when set, changes the options of
+	// the providers newProvider returns.
+	providerClock clock.Clock
+	configure     func(*Options)
 }
 
 // newHarness starts the endpoint on a fake clock, with a provider on the real clock.
@@ -93,23 +102,42 @@ func newHarnessWithEndpoint(t *testing.T, fakeProviderClock bool, opts localaws.
 		t.Fatal(err)
 	}
 	kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(class).Build()
-	h := &harness{endpoint: endpoint, url: srv.URL, clock: clk, cfg: cfg, kube: kube}
+	h := &harness{endpoint: endpoint, url: srv.URL, clock: clk, cfg: cfg, kube: kube, ec2: NewClients(cfg).EC2}
 	var providerClock clock.Clock = clock.RealClock{}
 	if fakeProviderClock {
 		providerClock = clk
 	}
+	h.providerClock = providerClock
 	h.provider = h.newProvider(t, providerClock)
 	return h
+}
+
+// reconfigure replaces the provider with one whose options configure changes, as a sidecar
+// started with other flags.
+func (h *harness) reconfigure(t *testing.T, configure func(*Options)) {
+	t.Helper()
+	prev := h.configure
+	h.configure = func(o *Options) {
+		if prev != nil {
+			prev(o)
+		}
+		configure(o)
+	}
+	h.provider = h.newProvider(t, h.providerClock)
 }
 
 // newProvider returns another provider against the endpoint, as after a restart.
 func (h *harness) newProvider(t *testing.T, clk clock.Clock) *Provider {
 	t.Helper()
-	p, err := New(Options{
+	opts := Options{
 		Cluster:           ClusterInfo{Name: testCluster, Endpoint: "https://127.0.0.1:6443", CABundle: "Y2E=", ServiceCIDR: "10.100.0.0/16"},
 		Region:            "us-east-1",
 		KubernetesVersion: localaws.DefaultKubernetesVersion,
-	}, NewClients(h.cfg), h.kube, h.kube, clk)
+	}
+	if h.configure != nil {
+		h.configure(&opts)
+	}
+	p, err := New(opts, NewClients(h.cfg), h.kube, h.kube, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,4 +417,33 @@ func TestDeleteTerminatesThenReportsNotFound(t *testing.T) {
 	if listed, _ := h.provider.List(ctx); len(listed) != 0 {
 		t.Errorf("List() after termination = %d instances, want 0", len(listed))
 	}
+}
+
+// metricValue is the value of the metric with exactly these labels in the registry the
+// provider registers its metrics in, 0 when it has none.
+func metricValue(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := crmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			got := map[string]string{}
+			for _, l := range m.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			if !maps.Equal(got, labels) {
+				continue
+			}
+			if g := m.GetGauge(); g != nil {
+				return g.GetValue()
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
 }

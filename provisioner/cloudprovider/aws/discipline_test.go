@@ -22,7 +22,7 @@ import (
 func (h *harness) deleteTemplates(t *testing.T) {
 	t.Helper()
 	for _, name := range templateNames(t, h) {
-		if _, err := h.provider.ec2.DeleteLaunchTemplate(context.Background(), &ec2.DeleteLaunchTemplateInput{LaunchTemplateName: aws.String(name)}); err != nil {
+		if _, err := h.ec2.DeleteLaunchTemplate(context.Background(), &ec2.DeleteLaunchTemplateInput{LaunchTemplateName: aws.String(name)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -213,9 +213,7 @@ func (h *harness) waitForRefresh(t *testing.T) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		h.provider.mu.Lock()
-		refreshing := h.provider.refreshing
-		h.provider.mu.Unlock()
+		refreshing := h.provider.catalog.Refreshing()
 		if !refreshing {
 			return
 		}
@@ -250,11 +248,11 @@ func TestPricingOutageFallsBackAtOnceAndRetriesWithBackoff(t *testing.T) {
 		t.Errorf("m5.large has %d offerings, want 8 priced ones", len(got))
 	}
 	// Housekeeping every minute for 20 minutes: each attempt after the first makes
-	// backgroundReadAttempts requests, 1, 2, 4 and then 5 minutes apart.
+	// pricing.BackgroundAttempts requests, 1, 2, 4 and then 5 minutes apart.
 	counts := map[int]int{0: h.endpoint.RequestCounts()["GetProducts"]}
 	for minute := 1; minute <= 20; minute++ {
 		h.clock.Step(time.Minute)
-		if _, _, err := h.provider.catalogAndPrices(ctx); err != nil {
+		if _, _, err := h.provider.catalog.Get(ctx); err != nil {
 			t.Fatal(err)
 		}
 		h.waitForRefresh(t)
@@ -278,7 +276,7 @@ func TestPricingOutageFallsBackAtOnceAndRetriesWithBackoff(t *testing.T) {
 	// Once the API answers again, the next attempt reads its prices.
 	h.patchFaults(t, `{"failActions":null}`)
 	h.clock.Step(2 * time.Minute)
-	if _, _, err := h.provider.catalogAndPrices(ctx); err != nil {
+	if _, _, err := h.provider.catalog.Get(ctx); err != nil {
 		t.Fatal(err)
 	}
 	h.waitForRefresh(t)

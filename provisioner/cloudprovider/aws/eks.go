@@ -64,11 +64,6 @@ func IsClusterNotFound(err error) bool {
 	return errors.As(err, &notFound)
 }
 
-// Complete reports whether the cluster settings need nothing from EKS.
-func (c ClusterInfo) Complete() bool {
-	return c.Endpoint != "" && c.CABundle != "" && c.ServiceCIDR != ""
-}
-
 // DiscoverCluster fills what info leaves empty (endpoint, CA bundle, service CIDR) from EKS
 // DescribeCluster of info.Name; what info sets wins. EKS is not called when info is complete.
 func DiscoverCluster(ctx context.Context, client eks.DescribeClusterAPIClient, info ClusterInfo) (ClusterInfo, error) {

@@ -11,10 +11,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/google/go-cmp/cmp"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/utils/clock"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/pricing"
 	"github.com/tailor-autoscaler/tailor/test/localaws"
 )
 
@@ -138,7 +138,7 @@ func TestIsolatedVPCCallsNeitherPricingNorEKS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := embeddedPrices().onDemand["m5.large"]
+	want := pricing.Embedded().OnDemand["m5.large"]
 	if want == 0 {
 		t.Fatal("the embedded catalog has no on-demand price for m5.large")
 	}
@@ -168,7 +168,7 @@ func TestIsolatedVPCCallsNeitherPricingNorEKS(t *testing.T) {
 	if diff := cmp.Diff(PriceSources{OnDemand: PriceSourceEmbedded, Spot: PriceSourceAPI}, p.PriceSources()); diff != "" {
 		t.Errorf("price sources (-want +got):\n%s", diff)
 	}
-	if got := testutil.ToFloat64(priceSourceMetric.WithLabelValues(kindOnDemand, PriceSourceEmbedded)); got != 1 {
+	if got := metricValue(t, "tailor_cloudprovider_price_source", map[string]string{"kind": pricing.KindOnDemand, "source": PriceSourceEmbedded}); got != 1 {
 		t.Errorf("tailor_cloudprovider_price_source{kind=on-demand,source=embedded} = %v, want 1", got)
 	}
 }

@@ -18,11 +18,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/google/go-cmp/cmp"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/instance"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/launch"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/pricing"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/tags"
 	"github.com/tailor-autoscaler/tailor/test/localaws"
 )
 
@@ -135,7 +138,7 @@ func TestCreateUnderInjectedCapacityErrors(t *testing.T) {
 			faults:        `{"fleetMaxInstances":0,"fleetErrorCode":"UnfulfillableCapacity"}`,
 			capacityTypes: []string{"spot", "on-demand"},
 			wantErr:       "UnfulfillableCapacity",
-			wantFleets:    maxLaunchAttempts,
+			wantFleets:    launch.MaxAttempts,
 			// Each fleet names the pool it would have launched in: the cheapest spot
 			// offerings go first.
 			wantUnavailable: nil,
@@ -182,7 +185,7 @@ func TestUnavailableOfferingsExpire(t *testing.T) {
 	if _, err := h.provider.Create(context.Background(), nodeClaim("f", []string{"m5.large"}, "spot", "on-demand")); err != nil {
 		t.Fatal(err)
 	}
-	if got := testutil.ToFloat64(apiErrorsMetric.WithLabelValues("EC2", "CreateFleet", "InsufficientInstanceCapacity")); got < float64(len(zones)) {
+	if got := metricValue(t, "tailor_cloudprovider_errors_total", map[string]string{"service": "EC2", "operation": "CreateFleet", "code": "InsufficientInstanceCapacity"}); got < float64(len(zones)) {
 		t.Errorf("tailor_cloudprovider_errors_total{operation=CreateFleet,code=InsufficientInstanceCapacity} = %v, want one per spot pool at least", got)
 	}
 	// The pools recover at once; the provider keeps avoiding them for the TTL.
@@ -202,11 +205,11 @@ func TestUnavailableOfferingsExpire(t *testing.T) {
 		if diff := cmp.Diff(step.want, availability(t, h.provider, "m5.large")); diff != "" {
 			t.Errorf("after %s more: available (-want +got):\n%s", step.advance, diff)
 		}
-		if got := testutil.ToFloat64(unavailableOfferingsMetric.WithLabelValues(karpv1.CapacityTypeSpot)); got != step.wantMetric {
+		if got := metricValue(t, "tailor_cloudprovider_unavailable_offerings", map[string]string{"capacity_type": karpv1.CapacityTypeSpot}); got != step.wantMetric {
 			t.Errorf("after %s more: tailor_cloudprovider_unavailable_offerings{capacity_type=spot} = %v, want %v", step.advance, got, step.wantMetric)
 		}
 	}
-	if got := testutil.ToFloat64(refreshedMetric.WithLabelValues("instance-types")); got <= 0 {
+	if got := metricValue(t, "tailor_cloudprovider_refreshed_timestamp_seconds", map[string]string{"kind": "instance-types"}); got <= 0 {
 		t.Errorf("tailor_cloudprovider_refreshed_timestamp_seconds{kind=instance-types} = %v, want the time of the catalog's read", got)
 	}
 	launched, err := h.provider.Create(context.Background(), nodeClaim("g", []string{"m5.large"}, "spot", "on-demand"))
@@ -259,13 +262,15 @@ func TestGetsAndDeletesAreBatched(t *testing.T) {
 	h.endpoint.ResetRequestCounts()
 
 	// step releases a batch once every caller waits in it.
-	step := func(b interface{ size() int }) {
+	step := func(size func() int) {
 		deadline := time.Now().Add(10 * time.Second)
-		for b.size() < n && time.Now().Before(deadline) {
+		for size() < n && time.Now().Before(deadline) {
 			time.Sleep(time.Millisecond)
 		}
-		h.clock.Step(batchWindow)
+		h.clock.Step(instance.BatchWindow)
 	}
+	describes := func() int { d, _ := h.provider.instances.Pending(); return d }
+	terminations := func() int { _, t := h.provider.instances.Pending(); return t }
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i, nc := range claims {
@@ -279,7 +284,7 @@ func TestGetsAndDeletesAreBatched(t *testing.T) {
 			errs[i] = err
 		}()
 	}
-	step(h.provider.describe)
+	step(describes)
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
@@ -291,8 +296,8 @@ func TestGetsAndDeletesAreBatched(t *testing.T) {
 			errs[i] = h.provider.Delete(ctx, nc)
 		}()
 	}
-	step(h.provider.describe)
-	step(h.provider.terminate)
+	step(describes)
+	step(terminations)
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
@@ -315,12 +320,12 @@ func TestBatchedDescribeReportsUnknownInstancesOneByOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := h.provider.describeInstances(ctx, []string{"i-0123456789abcdef0", providerInstanceID(t, launched)})
-	if !cloudprovider.IsNodeClaimNotFoundError(got["i-0123456789abcdef0"].err) || got[providerInstanceID(t, launched)].err != nil {
+	got := h.provider.instances.DescribeIDs(ctx, []string{"i-0123456789abcdef0", providerInstanceID(t, launched)})
+	if !cloudprovider.IsNodeClaimNotFoundError(got["i-0123456789abcdef0"].Err) || got[providerInstanceID(t, launched)].Err != nil {
 		t.Errorf("describe = %+v, want not found for the unknown id and the instance for the other", got)
 	}
-	terminated := h.provider.terminateInstances(ctx, []string{"i-0123456789abcdef0", providerInstanceID(t, launched)})
-	if !cloudprovider.IsNodeClaimNotFoundError(terminated["i-0123456789abcdef0"].err) || terminated[providerInstanceID(t, launched)].err != nil {
+	terminated := h.provider.instances.TerminateIDs(ctx, []string{"i-0123456789abcdef0", providerInstanceID(t, launched)})
+	if !cloudprovider.IsNodeClaimNotFoundError(terminated["i-0123456789abcdef0"].Err) || terminated[providerInstanceID(t, launched)].Err != nil {
 		t.Errorf("terminate = %+v, want not found for the unknown id only", terminated)
 	}
 }
@@ -381,15 +386,15 @@ func TestRetriedCreateFleetReturnsTheSameInstance(t *testing.T) {
 		t.Fatal(err)
 	}
 	nc := nodeClaim("k", []string{"m5.large"}, "on-demand")
-	candidates := allowedOfferings(nc, lc.types)
+	candidates := launch.AllowedOfferings(nc, lc.types)
 	var ids []string
 	// As after a crash before the instance was tagged visibly: the same request again.
 	for range 2 {
-		fleet, err := h.newProvider(t, h.clock).createFleet(ctx, nc, lc.class, lc.resolved, candidates, false)
+		fleet, err := h.newProvider(t, h.clock).launcher.CreateFleet(ctx, nc, lc.Context, candidates, false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, fleet.instanceID)
+		ids = append(ids, fleet.InstanceID)
 	}
 	if ids[0] == "" || ids[0] != ids[1] || len(h.endpoint.Instances()) != 1 {
 		t.Errorf("two CreateFleet calls for one NodeClaim launched %v (%d instances), want one instance twice", ids, len(h.endpoint.Instances()))
@@ -407,14 +412,14 @@ func TestGarbageCollectLaunchTemplates(t *testing.T) {
 		t.Fatalf("launch templates %v, want the one of the launch", current)
 	}
 	// A template of an older AMI, and one that is not this cluster's.
-	for name, tags := range map[string]map[string]string{
-		"tailor/" + testCluster + "/old": {clusterTagKey(testCluster): "owned"},
+	for name, tagged := range map[string]map[string]string{
+		"tailor/" + testCluster + "/old": {tags.ClusterKey(testCluster): "owned"},
 		"someone-else":                   {"team": "web"},
 	} {
-		_, err := h.provider.ec2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
+		_, err := h.ec2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
 			LaunchTemplateName: aws.String(name),
 			LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String("ami-0123456789abcdef0")},
-			TagSpecifications:  []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: toEC2Tags(tags)}},
+			TagSpecifications:  []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: tags.EC2(tagged)}},
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -457,7 +462,7 @@ func TestGarbageCollectLaunchTemplates(t *testing.T) {
 
 func templateNames(t *testing.T, h *harness) []string {
 	t.Helper()
-	out, err := h.provider.ec2.DescribeLaunchTemplates(context.Background(), &ec2.DescribeLaunchTemplatesInput{})
+	out, err := h.ec2.DescribeLaunchTemplates(context.Background(), &ec2.DescribeLaunchTemplatesInput{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -492,7 +497,7 @@ func TestPriceSources(t *testing.T) {
 			if diff := cmp.Diff(tt.want, h.provider.PriceSources()); diff != "" {
 				t.Errorf("price sources (-want +got):\n%s", diff)
 			}
-			if got := testutil.ToFloat64(priceSourceMetric.WithLabelValues(kindOnDemand, tt.want.OnDemand)); got != 1 {
+			if got := metricValue(t, "tailor_cloudprovider_price_source", map[string]string{"kind": pricing.KindOnDemand, "source": tt.want.OnDemand}); got != 1 {
 				t.Errorf("tailor_cloudprovider_price_source{kind=on-demand,source=%s} = %v, want 1", tt.want.OnDemand, got)
 			}
 		})
@@ -513,11 +518,11 @@ func TestStalePricesRefreshInTheBackground(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for h.endpoint.RequestCounts()["DescribeSpotPriceHistory"] < backgroundReadAttempts && time.Now().Before(deadline) {
+	for h.endpoint.RequestCounts()["DescribeSpotPriceHistory"] < pricing.BackgroundAttempts && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
-	if got := h.endpoint.RequestCounts()["DescribeSpotPriceHistory"]; got != backgroundReadAttempts {
-		t.Errorf("%d DescribeSpotPriceHistory requests in the background, want %d attempts", got, backgroundReadAttempts)
+	if got := h.endpoint.RequestCounts()["DescribeSpotPriceHistory"]; got != pricing.BackgroundAttempts {
+		t.Errorf("%d DescribeSpotPriceHistory requests in the background, want %d attempts", got, pricing.BackgroundAttempts)
 	}
 	if got := h.provider.PriceSources().Spot; got != PriceSourceAPI {
 		t.Errorf("spot price source %q after a failed refresh, want the cached %q", got, PriceSourceAPI)
@@ -607,7 +612,7 @@ func TestPrefixDelegationPutsMaxPodsInTheUserData(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("prefix delegation %t", tt.prefixDelegation), func(t *testing.T) {
 			h := newHarness(t)
-			h.provider.opts.PrefixDelegation = tt.prefixDelegation
+			h.reconfigure(t, func(o *Options) { o.PrefixDelegation = tt.prefixDelegation })
 			lc, err := h.provider.launchContext(context.Background(), nodePool().Spec.Template.Spec.NodeClassRef)
 			if err != nil {
 				t.Fatal(err)
@@ -618,7 +623,7 @@ func TestPrefixDelegationPutsMaxPodsInTheUserData(t *testing.T) {
 				if _, ok := tt.want.MaxPods[it.Name]; !ok {
 					continue
 				}
-				name, spec, err := h.provider.launchTemplate(nodeClaim("pd", []string{it.Name}, "on-demand"), lc.class, lc.resolved, h.provider.templateKey(it, lc.class), cloudprovider.Offering{CapacityType: karpv1.CapacityTypeOnDemand})
+				name, spec, err := h.provider.launcher.Template(nodeClaim("pd", []string{it.Name}, "on-demand"), lc.Context, it, cloudprovider.Offering{CapacityType: karpv1.CapacityTypeOnDemand})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/launch"
 )
 
 // fleetRecorder keeps the form of every CreateFleet request the SDK sends.
@@ -74,16 +75,16 @@ func TestCreateFleetKeepsMinValuesFamilies(t *testing.T) {
 		familyOf[it.Name] = it.Labels[karpv1.InstanceFamilyLabelKey]
 	}
 	cheapest := map[string]bool{}
-	for _, c := range allowedOfferings(nc, lc.types)[:maxOverrides] {
-		cheapest[familyOf[c.it.Name]] = true
+	for _, c := range launch.AllowedOfferings(nc, lc.types)[:launch.MaxOverrides] {
+		cheapest[familyOf[c.InstanceType.Name]] = true
 	}
 	all := map[string]bool{}
 	for _, f := range familyOf {
 		all[f] = true
 	}
-	t.Logf("%d families, %d among the cheapest %d offerings", len(all), len(cheapest), maxOverrides)
+	t.Logf("%d families, %d among the cheapest %d offerings", len(all), len(cheapest), launch.MaxOverrides)
 	if len(cheapest) >= minFamilies {
-		t.Fatalf("the %d cheapest offerings already hold %d families: the test needs a higher minValues", maxOverrides, len(cheapest))
+		t.Fatalf("the %d cheapest offerings already hold %d families: the test needs a higher minValues", launch.MaxOverrides, len(cheapest))
 	}
 	if _, err := p.Create(ctx, nc); err != nil {
 		t.Fatal(err)
@@ -97,11 +98,11 @@ func TestCreateFleetKeepsMinValuesFamilies(t *testing.T) {
 		for _, it := range types {
 			families[familyOf[it]] = true
 		}
-		if len(types) > maxOverrides {
-			t.Errorf("CreateFleet request %d has %d overrides, want at most %d", i, len(types), maxOverrides)
+		if len(types) > launch.MaxOverrides {
+			t.Errorf("CreateFleet request %d has %d overrides, want at most %d", i, len(types), launch.MaxOverrides)
 		}
 		if len(families) < minFamilies {
-			t.Errorf("CreateFleet request %d offers %d families (the cheapest %d offerings hold %d), want at least minValues %d", i, len(families), maxOverrides, len(cheapest), minFamilies)
+			t.Errorf("CreateFleet request %d offers %d families (the cheapest %d offerings hold %d), want at least minValues %d", i, len(families), launch.MaxOverrides, len(cheapest), minFamilies)
 		}
 	}
 }

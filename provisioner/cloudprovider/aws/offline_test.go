@@ -3,6 +3,8 @@ package aws
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -24,7 +26,12 @@ var quantityEqual = cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cm
 func byName(its []*cloudprovider.InstanceType) map[string]*cloudprovider.InstanceType {
 	out := make(map[string]*cloudprovider.InstanceType, len(its))
 	for _, it := range its {
-		sortOfferings(it.Offerings)
+		slices.SortFunc(it.Offerings, func(a, b cloudprovider.Offering) int {
+			if c := strings.Compare(a.Zone, b.Zone); c != 0 {
+				return c
+			}
+			return strings.Compare(a.CapacityType, b.CapacityType)
+		})
 		out[it.Name] = it
 	}
 	return out
@@ -47,7 +54,7 @@ func TestCatalogInstanceTypesAgreeWithTheProviderThroughTheSDK(t *testing.T) {
 
 func testCatalogAgreesWithTheProvider(t *testing.T, prefixDelegation bool) {
 	h := newHarness(t)
-	h.provider.opts.PrefixDelegation = prefixDelegation
+	h.reconfigure(t, func(o *Options) { o.PrefixDelegation = prefixDelegation })
 	online, err := h.provider.InstanceTypes(context.Background(), nodePool())
 	if err != nil {
 		t.Fatal(err)
@@ -252,56 +259,6 @@ func TestCatalogInstanceTypesApplyOptionsAndTheNodeClass(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.want, got, cmpopts.EquateApprox(0, 1e-15)); diff != "" {
 				t.Errorf("CatalogInstanceTypes() (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
-func TestInstanceTypeInfoOfAccelerators(t *testing.T) {
-	cat, err := catalog.Embedded()
-	if err != nil {
-		t.Fatal(err)
-	}
-	types := map[string]*catalog.InstanceType{}
-	for i := range cat.InstanceTypes {
-		types[cat.InstanceTypes[i].Name] = &cat.InstanceTypes[i]
-	}
-	tests := []struct {
-		name     string
-		resource corev1.ResourceName
-		count    int64
-		labels   map[string]string
-	}{
-		{
-			name: "g5.xlarge", resource: ResourceNVIDIAGPU, count: 1,
-			labels: map[string]string{karpv1.InstanceGPUNameLabelKey: "a10g", karpv1.InstanceGPUManufacturerLabelKey: "nvidia", karpv1.InstanceGPUCountLabelKey: "1", karpv1.InstanceGPUMemoryLabelKey: "22888", karpv1.InstanceLocalNVMeLabelKey: "250"},
-		},
-		{
-			name: "inf1.xlarge", resource: ResourceAWSNeuron, count: 1,
-			labels: map[string]string{karpv1.InstanceAcceleratorNameLabelKey: "inferentia", karpv1.InstanceAcceleratorCountLabelKey: "1"},
-		},
-		{
-			name:   "m7g.xlarge",
-			labels: map[string]string{corev1.LabelArchStable: "arm64", karpv1.InstanceCPUManufacturerLabelKey: "aws"},
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			info := instanceTypeInfo(types[tt.name])
-			labels := instanceTypeLabels(info)
-			got := map[string]string{}
-			for k := range tt.labels {
-				got[k] = labels[k]
-			}
-			if diff := cmp.Diff(tt.labels, got); diff != "" {
-				t.Errorf("labels (-want +got):\n%s", diff)
-			}
-			r, n := gpuResource(info)
-			if neuron := neuronDevices(info); neuron > 0 {
-				r, n = ResourceAWSNeuron, neuron
-			}
-			if r != tt.resource || n != tt.count {
-				t.Errorf("accelerator resource = %q x %d, want %q x %d", r, n, tt.resource, tt.count)
 			}
 		})
 	}

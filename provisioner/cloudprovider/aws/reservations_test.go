@@ -146,7 +146,7 @@ func TestCapacityReservationsAreResolvedOncePerTTL(t *testing.T) {
 	h.seedReservations(t)
 	class := h.defaultClass(t)
 	ctx := context.Background()
-	if _, err := h.provider.resolved(ctx, class); err != nil {
+	if _, err := h.provider.classes.Resolved(ctx, class); err != nil {
 		t.Fatal(err)
 	}
 	if n := h.endpoint.RequestCounts()["DescribeCapacityReservations"]; n != 0 {
@@ -156,19 +156,19 @@ func TestCapacityReservationsAreResolvedOncePerTTL(t *testing.T) {
 	class.Spec.CapacityReservationSelectorTerms = []awsv1.CapacityReservationSelectorTerm{{Tags: map[string]string{"team": "ml"}}}
 	class.UID, class.Generation = "class-with-reservations", 2
 	for range 3 {
-		r, err := h.provider.resolved(ctx, class)
+		r, err := h.provider.classes.Resolved(ctx, class)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(r.reservations.reservations) != 2 {
-			t.Fatalf("resolved %d reservations, want 2", len(r.reservations.reservations))
+		if len(r.Reservations.Reservations) != 2 {
+			t.Fatalf("resolved %d reservations, want 2", len(r.Reservations.Reservations))
 		}
 	}
 	if n := h.endpoint.RequestCounts()["DescribeCapacityReservations"]; n != 1 {
 		t.Errorf("%d DescribeCapacityReservations for three resolutions within the TTL, want 1", n)
 	}
 	h.clock.Step(time.Minute)
-	if _, err := h.provider.resolved(ctx, class); err != nil {
+	if _, err := h.provider.classes.Resolved(ctx, class); err != nil {
 		t.Fatal(err)
 	}
 	if n := h.endpoint.RequestCounts()["DescribeCapacityReservations"]; n != 2 {

@@ -8,10 +8,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
 
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/reservation"
 	"github.com/tailor-autoscaler/tailor/test/localaws"
 )
 
@@ -39,7 +41,7 @@ func reservedHarness(t *testing.T, seed bool, ids ...string) *harness {
 	if err := h.kube.Update(context.Background(), class); err != nil {
 		t.Fatal(err)
 	}
-	h.provider.opts.ReservedCapacity = true
+	h.reconfigure(t, func(o *Options) { o.ReservedCapacity = true })
 	return h
 }
 
@@ -109,7 +111,7 @@ func TestReservedOfferingsFollowTheReservations(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := reservedHarness(t, true, crOpen, crBlock, crTargeted, crEnded)
-			h.provider.opts.ReservedCapacity = !tt.gateOff
+			h.reconfigure(t, func(o *Options) { o.ReservedCapacity = !tt.gateOff })
 			for _, nc := range tt.claims {
 				if err := h.kube.Create(context.Background(), nc); err != nil {
 					t.Fatal(err)
@@ -126,7 +128,7 @@ func TestReservedOfferingsFollowTheReservations(t *testing.T) {
 				if !o.Available {
 					unavailable = append(unavailable, o.ReservationID)
 				}
-				if want := onDemandPrice(t, its, "m5.large", o.Zone) / reservedPriceDivisor; o.Price != want {
+				if want := onDemandPrice(t, its, "m5.large", o.Zone) / reservation.PriceDivisor; o.Price != want {
 					t.Errorf("%s priced %g, want a ten-millionth of on-demand, %g", o.ReservationID, o.Price, want)
 				}
 			}
@@ -233,7 +235,6 @@ func TestCreateFallsBackWhenTheReservationFilledUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := h.newProvider(t, h.clock)
-	other.opts.ReservedCapacity = true
 	for _, name := range []string{"x", "y"} {
 		if _, err := other.Create(ctx, nodeClaim(name, []string{"m5.large"}, "reserved")); err != nil {
 			t.Fatal(err)
@@ -291,12 +292,12 @@ func TestReservedLaunchTemplatesTargetTheReservation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, spec, err := h.provider.launchTemplate(nc, lc.class, lc.resolved, templateKey{arch: "amd64"}, tt.offering)
+			_, spec, err := h.provider.launcher.Template(nc, lc.Context, amd64Type(t, lc.types), tt.offering)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var target string
-			if s := launchTemplateData(spec).CapacityReservationSpecification; s != nil && s.CapacityReservationTarget != nil {
+			if s := spec.Data().CapacityReservationSpecification; s != nil && s.CapacityReservationTarget != nil {
 				target = *s.CapacityReservationTarget.CapacityReservationId
 			}
 			if target != tt.wantTarget {
@@ -336,7 +337,7 @@ func TestInstancesInAReservationAreReserved(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := reservedHarness(t, true, crOpen)
-			h.provider.opts.ReservedCapacity = !tt.gateOff
+			h.reconfigure(t, func(o *Options) { o.ReservedCapacity = !tt.gateOff })
 			// The class's status lists the reservation, as the status controller writes it.
 			class := h.defaultClass(t)
 			status, err := h.provider.ResolveNodeClass(context.Background(), class)
@@ -358,4 +359,16 @@ func TestInstancesInAReservationAreReserved(t *testing.T) {
 			}
 		})
 	}
+}
+
+// amd64Type is an amd64 instance type among types.
+func amd64Type(t *testing.T, types []*cloudprovider.InstanceType) *cloudprovider.InstanceType {
+	t.Helper()
+	for _, it := range types {
+		if it.Labels[corev1.LabelArchStable] == "amd64" {
+			return it
+		}
+	}
+	t.Fatal("no amd64 instance type")
+	return nil
 }

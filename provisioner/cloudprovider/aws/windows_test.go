@@ -14,6 +14,7 @@ import (
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/catalog"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/pricing"
 	"github.com/tailor-autoscaler/tailor/test/localaws"
 )
 
@@ -311,15 +312,15 @@ func TestWindowsPriceReadsWaitAfterAFailure(t *testing.T) {
 		t.Errorf("%d GetProducts requests for five plans after a failure, want the first read's 1", got)
 	}
 	h.endpoint.ResetRequestCounts()
-	h.clock.Step(h.provider.refreshFailures.Wait(failureWindowsOnDemand, ""))
+	h.clock.Step(h.provider.failures.Wait(pricing.FailureWindowsOnDemand, ""))
 	if _, err := h.provider.InstanceTypes(ctx, windowsNodePool()); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for h.endpoint.RequestCounts()["GetProducts"] < backgroundReadAttempts && time.Now().Before(deadline) {
+	for h.endpoint.RequestCounts()["GetProducts"] < pricing.BackgroundAttempts && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
-	if got := h.endpoint.RequestCounts()["GetProducts"]; got != backgroundReadAttempts {
-		t.Errorf("%d GetProducts requests once the wait passed, want one background read of %d attempts", got, backgroundReadAttempts)
+	if got := h.endpoint.RequestCounts()["GetProducts"]; got != pricing.BackgroundAttempts {
+		t.Errorf("%d GetProducts requests once the wait passed, want one background read of %d attempts", got, pricing.BackgroundAttempts)
 	}
 }

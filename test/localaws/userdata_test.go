@@ -267,7 +267,7 @@ func TestParseUserDataOfEachFamily(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.golden, func(t *testing.T) {
-			raw, err := os.ReadFile(filepath.Join("..", "..", "provisioner", "cloudprovider", "aws", "testdata", tt.golden))
+			raw, err := os.ReadFile(filepath.Join("..", "..", "provisioner", "cloudprovider", "aws", "userdata", "testdata", tt.golden))
 			require.NoError(t, err)
 			got, err := parseUserData(base64.StdEncoding.EncodeToString(raw))
 			require.NoError(t, err)

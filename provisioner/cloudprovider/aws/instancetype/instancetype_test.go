@@ -3,6 +3,7 @@ package instancetype
 import (
 	"context"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,10 +26,7 @@ import (
 )
 
 func TestEphemeralStorageOfInstanceStorePolicy(t *testing.T) {
-	entries, err := Describe(context.Background(), newEC2(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	entries := describedCatalog(t)
 	raid0 := ptr.To(awsv1.InstanceStorePolicyRAID0)
 	rootVolume := []*awsv1.BlockDeviceMapping{{DeviceName: ptr.To("/dev/xvda"), RootVolume: true, EBS: &awsv1.BlockDevice{VolumeSize: ptr.To(resource.MustParse("100Gi"))}}}
 	tests := []struct {
@@ -66,10 +64,7 @@ func TestEphemeralStorageOfInstanceStorePolicy(t *testing.T) {
 }
 
 func TestMemoryEvictionThresholdOfEvictionHard(t *testing.T) {
-	entries, err := Describe(context.Background(), newEC2(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	entries := describedCatalog(t)
 	tests := []struct {
 		name         string
 		evictionHard map[string]string
@@ -140,10 +135,7 @@ func TestLabelsAndResourcesEC2ReportsButTheCatalogLacks(t *testing.T) {
 }
 
 func TestPodCapacityOfENIsPrefixDelegationAndTrunking(t *testing.T) {
-	entries, err := Describe(context.Background(), newEC2(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	entries := describedCatalog(t)
 	type capacity struct{ Pods, PodENI int64 }
 	tests := []struct {
 		name             string
@@ -247,18 +239,32 @@ func TestInstanceTypeInfoOfAccelerators(t *testing.T) {
 // defaultSettings are the provider's settings when none are configured.
 var defaultSettings = Settings{VMMemoryOverheadPercent: DefaultVMMemoryOverheadPercent}
 
-// newEC2 returns an EC2 client of a local endpoint.
-func newEC2(t *testing.T) *ec2.Client {
-	t.Helper()
+// describeCatalogOnce describes the local endpoint's catalog once for the whole
+// package: the tests only read the entries, and one paginated describe instead
+// of one per test cuts the round-trips that failed under CI load (a response
+// body cut off with "use of closed network connection").
+var describeCatalogOnce = sync.OnceValues(func() (map[string]*Entry, error) {
 	endpoint, err := localaws.New(localaws.Options{ClusterName: "test", Clock: clocktesting.NewFakeClock(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))})
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	srv := httptest.NewServer(endpoint)
-	t.Cleanup(srv.Close)
-	return ec2.NewFromConfig(aws.Config{
+	defer srv.Close()
+	client := ec2.NewFromConfig(aws.Config{
 		Region:       "us-east-1",
 		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
 		BaseEndpoint: aws.String(srv.URL),
 	})
+	return Describe(context.Background(), client)
+})
+
+// describedCatalog returns the entries the local endpoint describes. They are
+// shared between tests: read them, never change them.
+func describedCatalog(t *testing.T) map[string]*Entry {
+	t.Helper()
+	entries, err := describeCatalogOnce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return entries
 }

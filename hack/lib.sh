@@ -20,7 +20,8 @@ CODE_GENERATOR_VERSION=v0.35.4
 PROTOC_GEN_GO_VERSION=v1.36.11
 PROTOC_GEN_GO_GRPC_VERSION=v1.5.1
 KWOK_VERSION=v0.8.0
-GOLANGCI_LINT_VERSION=v2.6.2
+GOLANGCI_LINT_VERSION=v2.15.0
+LOGCHECK_VERSION=v0.11.0
 # Helm renders and lints the chart; built from its Go module, never downloaded prebuilt.
 HELM_VERSION=v3.21.4
 # Prometheus and promtool check the chart's alerting rules and run them in test/alerts; built

@@ -52,7 +52,7 @@ func (pl *NodeProvisioning) isSchedulableAfterNodeClaimChange(logger klog.Logger
 	case n.NodeClaim != nc.GetName():
 		return fwk.QueueSkip, nil
 	case deleted:
-		logger.V(5).Info("Planned NodeClaim deleted", "pod", klog.KObj(pod), "nodeClaim", nc.GetName())
+		logger.V(5).Info("planned NodeClaim deleted", "pod", klog.KObj(pod), "nodeClaim", nc.GetName())
 		return fwk.Queue, nil
 	}
 	node, _, err := unstructured.NestedString(nc.Object, "status", "nodeName")
@@ -62,7 +62,7 @@ func (pl *NodeProvisioning) isSchedulableAfterNodeClaimChange(logger klog.Logger
 	if node == "" {
 		return fwk.QueueSkip, nil
 	}
-	logger.V(5).Info("Planned NodeClaim launched", "pod", klog.KObj(pod), "nodeClaim", nc.GetName(), "node", node)
+	logger.V(5).Info("planned NodeClaim launched", "pod", klog.KObj(pod), "nodeClaim", nc.GetName(), "node", node)
 	return fwk.Queue, nil
 }
 
@@ -78,7 +78,7 @@ func (pl *NodeProvisioning) isSchedulableAfterNodeChange(logger klog.Logger, pod
 	if planned && n.NodeName != node.Name {
 		return fwk.QueueSkip, nil
 	}
-	logger.V(5).Info("Node changed that may take the pod", "pod", klog.KObj(pod), "node", node.Name)
+	logger.V(5).Info("node changed that may take the pod", "pod", klog.KObj(pod), "node", node.Name)
 	return fwk.Queue, nil
 }
 

@@ -163,24 +163,24 @@ func (pl *NodeProvisioning) PostFilter(ctx context.Context, _ fwk.CycleState, po
 	logger := klog.FromContext(ctx)
 	if n, ok := pl.provisioner.Nomination(pod.UID); ok {
 		if !n.launched() {
-			logger.V(4).Info("Pod waits for its NodeClaim to launch", "pod", klog.KObj(pod), "nodeClaim", n.NodeClaim)
+			logger.V(4).Info("pod waits for its NodeClaim to launch", "pod", klog.KObj(pod), "nodeClaim", n.NodeClaim)
 			return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: waiting for NodeClaim %s to launch", Name, n.NodeClaim))
 		}
 		switch v, plugin := pl.plannedNode(n.NodeName, m); v {
 		case nodePending:
-			logger.V(4).Info("Nominating pod to its planned node", "pod", klog.KObj(pod), "node", n.NodeName, "nodeClaim", n.NodeClaim)
+			logger.V(4).Info("nominating pod to its planned node", "pod", klog.KObj(pod), "node", n.NodeName, "nodeClaim", n.NodeClaim)
 			return framework.NewPostFilterResultWithNominatedNode(n.NodeName),
 				fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: waiting for node %s of NodeClaim %s", Name, n.NodeName, n.NodeClaim))
 		case nodeWaitsForPlan:
 			if pl.waitedTooLong(pod.UID) {
-				logger.V(2).Info("Pod waited too long for the pods planned with it; provisioning again", "pod", klog.KObj(pod), "node", n.NodeName, "limit", planWaitLimit)
+				logger.V(2).Info("pod waited too long for the pods planned with it; provisioning again", "pod", klog.KObj(pod), "node", n.NodeName, "limit", planWaitLimit)
 				break
 			}
 			// The scheduler counts the pods nominated to a node as if they ran there. Pods
 			// planned together onto one node for a spread or an affinity would then each
 			// wait for the others, so the nomination is cleared until the node takes the
 			// pod; the plan still keeps the pod off other nodes and other pods off this one.
-			logger.V(4).Info("Planned node rejects the pod until the pods planned with it land; keeping the plan", "pod", klog.KObj(pod), "node", n.NodeName, "nodeClaim", n.NodeClaim, "plugin", plugin)
+			logger.V(4).Info("planned node rejects the pod until the pods planned with it land; keeping the plan", "pod", klog.KObj(pod), "node", n.NodeName, "nodeClaim", n.NodeClaim, "plugin", plugin)
 			return framework.NewPostFilterResultWithNominatedNode(""),
 				fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: waiting for node %s of NodeClaim %s, which %s rejects until the pods planned with this one are bound", Name, n.NodeName, n.NodeClaim, plugin))
 		}
@@ -190,13 +190,13 @@ func (pl *NodeProvisioning) PostFilter(ctx context.Context, _ fwk.CycleState, po
 		if status := pl.submit(ctx, pod, m, stale); status != nil {
 			return nil, status
 		}
-		logger.V(2).Info("Planned node rejected the pod; handing it back to the provisioner", "pod", klog.KObj(pod), "node", n.NodeName, "plugin", stale.Plugin, "reason", stale.Reason)
+		logger.V(2).Info("planned node rejected the pod; handing it back to the provisioner", "pod", klog.KObj(pod), "node", n.NodeName, "plugin", stale.Plugin, "reason", stale.Reason)
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: node %s of NodeClaim %s cannot take the pod (%s: %s); the provisioner backs off before planning it again", Name, n.NodeName, n.NodeClaim, stale.Plugin, stale.Reason))
 	}
 	if status := pl.submit(ctx, pod, m, nil); status != nil {
 		return nil, status
 	}
-	logger.V(4).Info("Handed pod to the provisioner", "pod", klog.KObj(pod))
+	logger.V(4).Info("handed pod to the provisioner", "pod", klog.KObj(pod))
 	return nil, fwk.NewStatus(fwk.Unschedulable, Name+": waiting for the provisioner to plan a node")
 }
 

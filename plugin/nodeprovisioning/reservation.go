@@ -44,7 +44,7 @@ func (pl *NodeProvisioning) PreScore(ctx context.Context, state fwk.CycleState, 
 	for _, n := range nodes {
 		r, ok, err := reservation.Of(n.Node())
 		if err != nil {
-			klog.FromContext(ctx).V(2).Info("Ignoring the node's reservation", "node", klog.KObj(n.Node()), "err", err)
+			klog.FromContext(ctx).V(2).Info("ignoring the node's reservation", "node", klog.KObj(n.Node()), "err", err)
 			continue
 		}
 		if ok && r.Wants(controller, running(n, controller), now) {
@@ -54,7 +54,7 @@ func (pl *NodeProvisioning) PreScore(ctx context.Context, state fwk.CycleState, 
 	if len(reserved) == 0 {
 		return fwk.NewStatus(fwk.Skip)
 	}
-	klog.FromContext(ctx).V(4).Info("Preferring the nodes consolidation reserved for the pod's controller", "pod", klog.KObj(pod), "controller", controller, "nodes", len(reserved))
+	klog.FromContext(ctx).V(4).Info("preferring the nodes consolidation reserved for the pod's controller", "pod", klog.KObj(pod), "controller", controller, "nodes", len(reserved))
 	state.Write(reservedStateKey, reserved)
 	return nil
 }
@@ -82,7 +82,7 @@ func (pl *NodeProvisioning) keepsRoomForOthers(ctx context.Context, pod *v1.Pod,
 	}
 	r, ok, err := reservation.Of(nodeInfo.Node())
 	if err != nil {
-		klog.FromContext(ctx).V(2).Info("Ignoring the node's reservation", "node", klog.KObj(nodeInfo.Node()), "err", err)
+		klog.FromContext(ctx).V(2).Info("ignoring the node's reservation", "node", klog.KObj(nodeInfo.Node()), "err", err)
 		return nil
 	}
 	if !ok {
@@ -202,7 +202,7 @@ func (pl *NodeProvisioning) logMissedRoom(ctx context.Context, pod *v1.Pod, node
 		}
 		free := freeOn(n)
 		st := m.Get(n.Node().Name)
-		logger.V(2).Info("Pod found no room on a node reserved for its controller",
+		logger.V(2).Info("pod found no room on a node reserved for its controller",
 			"pod", klog.KObj(pod), "node", klog.KObj(n.Node()), "want", r.Pods[controller], "running", running(n, controller),
 			"freeMilliCPU", free[v1.ResourceCPU], "freeMemory", free[v1.ResourceMemory], "pods", len(n.GetPods()),
 			"plugin", st.Plugin(), "reasons", st.Reasons())

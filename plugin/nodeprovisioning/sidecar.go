@@ -91,7 +91,7 @@ func newSidecar(client provisionerv1.ProvisionerClient, opts sidecarOptions) *si
 func (s *sidecar) Submit(pod *v1.Pod, rejections []*provisionerv1.Rejection, message string, stale *provisionerv1.Rejection) {
 	raw, err := pod.Marshal()
 	if err != nil {
-		klog.Background().Error(err, "Encoding pod for the provisioner", "pod", klog.KObj(pod))
+		klog.Background().Error(err, "encoding pod for the provisioner", "pod", klog.KObj(pod))
 		return
 	}
 	sub := &provisionerv1.UnschedulablePod{Pod: raw, Rejections: rejections, Message: message}
@@ -183,7 +183,7 @@ func (s *sidecar) sendLoop(ctx context.Context) {
 			if err := s.send(ctx, batch); err != nil {
 				s.requeue(batch)
 				delay := backoff.Step()
-				logger.V(2).Info("Provisioner unreachable; will retry", "pods", len(batch), "retryIn", delay, "err", err)
+				logger.V(2).Info("provisioner unreachable; will retry", "pods", len(batch), "retryIn", delay, "err", err)
 				select {
 				case <-ctx.Done():
 					return
@@ -261,7 +261,7 @@ func (s *sidecar) watchLoop(ctx context.Context) {
 			backoff = newBackoff()
 		}
 		delay := backoff.Step()
-		logger.V(2).Info("Nomination stream ended; reconnecting", "retryIn", delay, "err", err)
+		logger.V(2).Info("nomination stream ended; reconnecting", "retryIn", delay, "err", err)
 		select {
 		case <-ctx.Done():
 			return

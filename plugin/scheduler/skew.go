@@ -34,21 +34,21 @@ func checkSkew(ctx context.Context, client discovery.ServerVersionInterface) {
 	logger := klog.FromContext(ctx)
 	info, err := client.ServerVersion()
 	if err != nil {
-		logger.Error(err, "Reading the API server's version to check it against tailor-scheduler's", "scheduler", builtMinor.String())
+		logger.Error(err, "reading the API server's version to check it against tailor-scheduler's", "scheduler", builtMinor.String())
 		return
 	}
 	server, err := version.ParseGeneric(info.GitVersion)
 	if err != nil {
-		logger.Error(err, "Parsing the API server's version", "apiServer", info.GitVersion, "scheduler", builtMinor.String())
+		logger.Error(err, "parsing the API server's version", "apiServer", info.GitVersion, "scheduler", builtMinor.String())
 		return
 	}
 	note, err := skew(server)
 	switch {
 	case err != nil:
-		logger.Error(err, "Version skew not supported", "apiServer", info.GitVersion, "scheduler", builtMinor.String())
+		logger.Error(err, "version skew not supported", "apiServer", info.GitVersion, "scheduler", builtMinor.String())
 	case note != "":
-		logger.Info("Version skew beyond upstream's policy", "apiServer", info.GitVersion, "scheduler", builtMinor.String(), "note", note)
+		logger.Info("version skew beyond upstream's policy", "apiServer", info.GitVersion, "scheduler", builtMinor.String(), "note", note)
 	default:
-		logger.V(2).Info("Version skew supported", "apiServer", info.GitVersion, "scheduler", builtMinor.String())
+		logger.V(2).Info("version skew supported", "apiServer", info.GitVersion, "scheduler", builtMinor.String())
 	}
 }

@@ -145,13 +145,13 @@ func (c *Controller) interrupt(ctx context.Context, nc *karpv1.NodeClaim, block 
 		// The instance goes whatever happens: a failed pre-launch only means the pods wait
 		// for the provisioner once evicted.
 		if err := c.replacer.Prelaunch(ctx, nc.Name); err != nil {
-			logger.Error(err, "Failed to launch replacement capacity ahead of the drain")
+			logger.Error(err, "failed to launch replacement capacity ahead of the drain")
 		}
 	}
 	if err := c.kube.Delete(ctx, nc); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("deleting NodeClaim %s: %w", nc.Name, err)
 	}
 	tailormetrics.NodeClaimDisrupted(nc, ReasonCapacityBlockExpiring, "")
-	logger.Info("Deleting the NodeClaim of an expiring capacity block", "deadline", deadline)
+	logger.Info("deleting the NodeClaim of an expiring capacity block", "deadline", deadline)
 	return nil
 }

@@ -120,7 +120,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	resolved, err := c.resolver.ResolveNodeClass(ctx, class)
 	if err != nil {
 		result.RequeueAfter = c.failures.Failed(req.Name, version)
-		log.FromContext(ctx).Error(err, "Failed to resolve EC2NodeClass", "retryIn", result.RequeueAfter.String())
+		log.FromContext(ctx).Error(err, "failed to resolve EC2NodeClass", "retryIn", result.RequeueAfter.String())
 		meta.SetStatusCondition(&class.Status.Conditions, metav1.Condition{
 			Type: awsv1.ConditionTypeReady, Status: metav1.ConditionFalse, Reason: ReasonResolutionFailed,
 			Message: cloudprovider.Message(err), ObservedGeneration: class.Generation,

@@ -85,7 +85,7 @@ func (c *Controller) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 			}
 			return reconcile.Result{}, fmt.Errorf("patching status of NodeOverlay %s: %w", o.Name, err)
 		}
-		log.FromContext(ctx).V(1).Info("Updated NodeOverlay status", "nodeOverlay", o.Name, "ready", meta.IsStatusConditionTrue(o.Status.Conditions, v1alpha1.ConditionTypeReady))
+		log.FromContext(ctx).V(1).Info("updated NodeOverlay status", "nodeOverlay", o.Name, "ready", meta.IsStatusConditionTrue(o.Status.Conditions, v1alpha1.ConditionTypeReady))
 	}
 	return reconcile.Result{RequeueAfter: ResyncInterval}, nil
 }

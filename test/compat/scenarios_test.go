@@ -171,9 +171,9 @@ func versionSkew(t *testing.T, e *env) {
 	if !strings.HasPrefix(info.GitVersion, "v"+e.version) {
 		t.Fatalf("the API server runs %s, want %s", info.GitVersion, e.version)
 	}
-	want := "Version skew supported"
+	want := "version skew supported"
 	if minor(t, e.version) > minor(t, localaws.DefaultKubernetesVersion)+1 {
-		want = "Version skew beyond upstream's policy"
+		want = "version skew beyond upstream's policy"
 	}
 	e.eventually(t, 30*time.Second, "tailor-scheduler's log to say "+want, func() (bool, error) {
 		raw, err := os.ReadFile(filepath.Join(e.stack.Dir(), "logs", localstack.Scheduler+".log"))

@@ -79,7 +79,7 @@ func (s *Server) KillInstance(id string) error {
 		return fmt.Errorf("instance %q does not exist or is terminated", id)
 	}
 	s.terminate(i, now)
-	s.logger.V(2).Info("Killed instance", "instance", id)
+	s.logger.V(2).Info("killed instance", "instance", id)
 	return nil
 }
 
@@ -150,7 +150,7 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 func (s *Server) writeAdminJSON(w http.ResponseWriter, v any) {
 	body, err := json.Marshal(v)
 	if err != nil {
-		s.logger.Error(err, "Failed to encode admin response")
+		s.logger.Error(err, "failed to encode admin response")
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}

@@ -63,7 +63,7 @@ func (s *Server) writeJSONError(w http.ResponseWriter, requestID string, err err
 	status := http.StatusBadRequest
 	var apiErr *apiError
 	if !errors.As(err, &apiErr) {
-		s.logger.Error(err, "Failed to serve JSON request", "requestID", requestID)
+		s.logger.Error(err, "failed to serve JSON request", "requestID", requestID)
 		status = http.StatusInternalServerError
 		apiErr = newAPIError("InternalServerError", "An internal error has occurred: %v", err)
 	} else if apiErr.status != 0 {

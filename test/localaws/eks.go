@@ -159,7 +159,7 @@ func (s *Server) writeEKSError(w http.ResponseWriter, requestID, clusterName str
 	status := http.StatusBadRequest
 	var apiErr *apiError
 	if !errors.As(err, &apiErr) {
-		s.logger.Error(err, "Failed to serve EKS request", "requestID", requestID)
+		s.logger.Error(err, "failed to serve EKS request", "requestID", requestID)
 		status = http.StatusInternalServerError
 		apiErr = newAPIError("ServerException", "An internal error has occurred: %v", err)
 	} else if apiErr.status != 0 {

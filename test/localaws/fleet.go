@@ -535,7 +535,7 @@ func (s *Server) launchInstance(c fleetCandidate, capacityType string, req fleet
 	})
 	s.instances = append(s.instances, i)
 	s.launched++
-	s.logger.V(2).Info("Launched instance", "instance", i.id, "instanceType", i.instanceType.Name, "zone", i.zone.name, "capacityType", capacityType, "privateDNSName", i.privateDNS)
+	s.logger.V(2).Info("launched instance", "instance", i.id, "instanceType", i.instanceType.Name, "zone", i.zone.name, "capacityType", capacityType, "privateDNSName", i.privateDNS)
 	return i, nil
 }
 

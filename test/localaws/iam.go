@@ -212,7 +212,7 @@ func (s *Server) createInstanceProfile(p queryParams, name string) (any, error) 
 	}
 	// IAM names are unique without regard to case.
 	s.instanceProfiles[strings.ToLower(name)] = ip
-	s.logger.V(2).Info("Created instance profile", "instanceProfile", name)
+	s.logger.V(2).Info("created instance profile", "instanceProfile", name)
 	return s.instanceProfileResult("CreateInstanceProfile", ip), nil
 }
 
@@ -257,7 +257,7 @@ func (s *Server) writeIAMError(w http.ResponseWriter, requestID string, err erro
 	var apiErr *apiError
 	status := 0
 	if !errors.As(err, &apiErr) {
-		s.logger.Error(err, "Failed to serve IAM request", "requestID", requestID)
+		s.logger.Error(err, "failed to serve IAM request", "requestID", requestID)
 		apiErr = newAPIError("ServiceFailure", "An internal error has occurred: %v", err)
 		status = http.StatusInternalServerError
 	}

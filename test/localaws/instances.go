@@ -379,7 +379,7 @@ func (s *Server) terminateInstances(p queryParams) (*terminateInstancesResponse,
 		before := s.stateAt(i, now)
 		if i.terminatedAt.IsZero() {
 			s.terminate(i, now)
-			s.logger.V(2).Info("Terminating instance", "instance", i.id, "previousState", before)
+			s.logger.V(2).Info("terminating instance", "instance", i.id, "previousState", before)
 		}
 		after := s.stateAt(i, now)
 		resp.Instances = append(resp.Instances, xmlStateChange{

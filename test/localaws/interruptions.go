@@ -168,7 +168,7 @@ func (s *Server) InjectInterruption(in Interruption) (InjectedEvent, error) {
 	if !terminateAt.IsZero() {
 		s.terminateAt(in.InstanceID, terminateAt)
 	}
-	s.logger.V(2).Info("Injected interruption", "instance", in.InstanceID, "kind", in.Kind, "queue", in.Queue)
+	s.logger.V(2).Info("injected interruption", "instance", in.InstanceID, "kind", in.Kind, "queue", in.Queue)
 	return InjectedEvent{MessageID: sent.MessageId, Body: string(body)}, nil
 }
 
@@ -181,7 +181,7 @@ func (s *Server) terminateAt(id string, at time.Time) {
 		defer s.mu.Unlock()
 		if i := s.instanceByID(id, at); i != nil && i.terminatedAt.IsZero() {
 			s.terminate(i, at)
-			s.logger.V(2).Info("Reclaiming interrupted instance", "instance", id)
+			s.logger.V(2).Info("reclaiming interrupted instance", "instance", id)
 		}
 	}
 	delay := at.Sub(s.clock.Now())

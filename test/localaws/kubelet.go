@@ -144,7 +144,7 @@ func (s *Server) syncNodes(ctx context.Context) {
 			reg.attempts++
 			backoff := min(registrationBackoff<<min(reg.attempts-1, 16), maxRegistrationBackoff)
 			reg.retryAt = s.clock.Now().Add(backoff)
-			logger.Error(err, "Failed to sync node, will retry", "node", klog.KObj(w.node), "instance", w.instance.id, "delete", w.delete, "attempts", reg.attempts, "backoff", backoff)
+			logger.Error(err, "failed to sync node, will retry", "node", klog.KObj(w.node), "instance", w.instance.id, "delete", w.delete, "attempts", reg.attempts, "backoff", backoff)
 		} else {
 			reg.registered = !w.delete
 			reg.attempts = 0
@@ -152,9 +152,9 @@ func (s *Server) syncNodes(ctx context.Context) {
 		}
 		s.mu.Unlock()
 		if err == nil && w.delete {
-			logger.Info("Deleted node of terminated instance", "node", klog.KObj(w.node), "instance", w.instance.id)
+			logger.Info("deleted node of terminated instance", "node", klog.KObj(w.node), "instance", w.instance.id)
 		} else if err == nil {
-			logger.Info("Registered node", "node", klog.KObj(w.node), "instance", w.instance.id, "providerID", w.node.Spec.ProviderID)
+			logger.Info("registered node", "node", klog.KObj(w.node), "instance", w.instance.id, "providerID", w.node.Spec.ProviderID)
 		}
 	}
 }
@@ -197,7 +197,7 @@ func (s *Server) deleteNode(ctx context.Context, name string) error {
 func (s *Server) nodeForInstance(ctx context.Context, i *instance) *corev1.Node {
 	settings, err := parseUserData(i.data.userData)
 	if err != nil {
-		klog.FromContext(ctx).Info("Registering node without user data settings", "instance", i.id, "reason", err.Error())
+		klog.FromContext(ctx).Info("registering node without user data settings", "instance", i.id, "reason", err.Error())
 		settings = kubeletSettings{}
 	}
 	in := nodeInput{

@@ -121,7 +121,7 @@ func (s *Server) createLaunchTemplate(p queryParams) (*launchTemplateResponse, e
 		data:        data,
 	}
 	s.launchTemplates = append(s.launchTemplates, lt)
-	s.logger.V(2).Info("Created launch template", "launchTemplate", lt.name, "id", lt.id)
+	s.logger.V(2).Info("created launch template", "launchTemplate", lt.name, "id", lt.id)
 	return s.launchTemplateResult("CreateLaunchTemplateResponse", lt), nil
 }
 
@@ -284,7 +284,7 @@ func (s *Server) deleteLaunchTemplate(p queryParams) (*launchTemplateResponse, e
 			break
 		}
 	}
-	s.logger.V(2).Info("Deleted launch template", "launchTemplate", lt.name, "id", lt.id)
+	s.logger.V(2).Info("deleted launch template", "launchTemplate", lt.name, "id", lt.id)
 	return s.launchTemplateResult("DeleteLaunchTemplateResponse", lt), nil
 }
 

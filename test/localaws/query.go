@@ -136,7 +136,7 @@ func (s *Server) writeEC2Error(w http.ResponseWriter, requestID string, err erro
 	status := http.StatusBadRequest
 	var apiErr *apiError
 	if !errors.As(err, &apiErr) {
-		s.logger.Error(err, "Failed to serve EC2 request", "requestID", requestID)
+		s.logger.Error(err, "failed to serve EC2 request", "requestID", requestID)
 		status = http.StatusInternalServerError
 		apiErr = newAPIError("InternalError", "An internal error has occurred: %v", err)
 	} else if apiErr.status != 0 {

@@ -139,7 +139,7 @@ func (s *Server) AddCapacityReservation(spec CapacityReservationSpec) (CapacityR
 		return CapacityReservationSummary{}, err
 	}
 	s.reservations = append(s.reservations, r)
-	s.logger.V(2).Info("Added capacity reservation", "capacityReservation", r.id, "instanceType", r.instanceType, "zone", r.zone.name, "count", r.total)
+	s.logger.V(2).Info("added capacity reservation", "capacityReservation", r.id, "instanceType", r.instanceType, "zone", r.zone.name, "count", r.total)
 	return s.reservationSummary(r, now), nil
 }
 

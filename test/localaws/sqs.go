@@ -162,7 +162,7 @@ func (s *Server) writeSQSError(w http.ResponseWriter, requestID string, err erro
 	fault := "Sender"
 	var sqsErr *sqsError
 	if !errors.As(err, &sqsErr) {
-		s.logger.Error(err, "Failed to serve SQS request", "requestID", requestID)
+		s.logger.Error(err, "failed to serve SQS request", "requestID", requestID)
 		status, fault = http.StatusInternalServerError, "Receiver"
 		sqsErr = newSQSError(sqsErrorCode{shape: "InternalError", query: "InternalError"}, err.Error())
 	}
@@ -300,7 +300,7 @@ func (q *sqsService) createQueue(name string, attributes map[string]string, base
 		attrs[k] = v
 	}
 	q.queues[name] = &sqsQueue{name: name, createdAt: q.clock.Now(), attributes: attrs, visibilityTimeout: visibility}
-	q.logger.V(2).Info("Created queue", "queue", name)
+	q.logger.V(2).Info("created queue", "queue", name)
 	return map[string]string{"QueueUrl": queueURL(baseURL, name)}, nil
 }
 

@@ -217,7 +217,7 @@ const staleLaunchRequeue = 5 * time.Second
 func (c *Controller) recordOnNodePool(ctx context.Context, nc *karpv1.NodeClaim, reason, message string) {
 	np := &karpv1.NodePool{}
 	if err := c.kube.Get(ctx, client.ObjectKey{Name: nc.Labels[karpv1.NodePoolLabelKey]}, np); err != nil {
-		log.FromContext(ctx).V(1).Info("Not recording on the NodePool: reading it failed", "nodePool", nc.Labels[karpv1.NodePoolLabelKey], "error", err.Error())
+		log.FromContext(ctx).V(1).Info("not recording on the NodePool: reading it failed", "nodePool", nc.Labels[karpv1.NodePoolLabelKey], "error", err.Error())
 		return
 	}
 	c.recorder.Event(np, corev1.EventTypeWarning, reason, message)

@@ -42,14 +42,14 @@ func capitalised(msg string) bool {
 
 func TestCapitalised(t *testing.T) {
 	tests := map[string]bool{
-		"launched the NodeClaim":      false,
-		"Launched the NodeClaim":      true,
-		"NodeClaim launched":          false,
+		"launched the NodeClaim":       false,
+		"Launched the NodeClaim":       true,
+		"NodeClaim launched":           false,
 		"CreateFleet launched nothing": false,
-		"EKS discovery failed":        false,
-		"Deleting, then waiting":      true,
-		"A":                           false,
-		"":                            false,
+		"EKS discovery failed":         false,
+		"Deleting, then waiting":       true,
+		"A":                            false,
+		"":                             false,
 	}
 	for msg, want := range tests {
 		if got := capitalised(msg); got != want {

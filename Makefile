@@ -92,7 +92,7 @@ generate: ## Regenerate CRDs, deepcopy, plugin-args code, gRPC code, the chart's
 	hack/update-diagrams.sh
 
 .PHONY: verify
-verify: ## Fail when generated code, manifests, reference pages or diagrams are stale, code is not gofmt'ed, go vet or helm lint complains, a package imports one from a layer above its own (hack/layers), promtool rejects the alerting rules, a Markdown link or anchor points nowhere, or govulncheck finds a vulnerability our code reaches.
+verify: ## Fail when generated code, manifests, reference pages or diagrams are stale, code is not gofmt'ed, go vet or helm lint complains, a package imports one from a layer above its own (hack/layers), golangci-lint or logcheck finds something (hack/verify-lint.sh), promtool rejects the alerting rules, a Markdown link or anchor points nowhere, or govulncheck finds a vulnerability our code reaches.
 	hack/verify-gofmt.sh
 	go vet ./...
 	hack/verify-crds.sh
@@ -103,8 +103,13 @@ verify: ## Fail when generated code, manifests, reference pages or diagrams are 
 	hack/verify-docs.sh
 	hack/verify-diagrams.sh
 	hack/verify-layers.sh
+	hack/verify-lint.sh
 	hack/verify-links.sh
 	hack/verify-vulns.sh
+
+.PHONY: lint
+lint: ## Run golangci-lint (.golangci.yml), logcheck and the log-message check alone, at the pinned versions (part of make verify).
+	hack/verify-lint.sh
 
 .PHONY: verify-deps
 verify-deps: ## Fail when a direct dependency (Kubernetes' own modules aside) has a newer patch release within its pinned minor; asks the module proxy.

@@ -167,7 +167,6 @@ func (o *Options) launchLimit(clk clock.PassiveClock) launchlimit.Options {
 	return l
 }
 
-
 // disruption is the disruption controller's options: Karpenter's defaults, with the flags'
 // interval, pass time, hold and savings, and nodes younger than a batch left alone.
 func (o *Options) disruption() disruption.ControllerOptions {

@@ -237,3 +237,11 @@ func TestParsePriceTakesOnlyUsablePrices(t *testing.T) {
 		})
 	}
 }
+
+// TestParseNamesWhereAFieldIsMisspelt: a field that differs but for case is read, as
+// encoding/json reads it; one misspelt is an error that says where.
+func TestParseNamesWhereAFieldIsMisspelt(t *testing.T) {
+	_, err := nodecost.Parse(strings.NewReader(`{"hoursPerMonth":730,
+ "ebs":{"gp3":{"perGibMonth":0.08, "freeIOPS":3000, "freeThroughputMibs":125}}}`))
+	require.EqualError(t, err, `line 2, column 53: ebs["gp3"].freeThroughputMibs: unknown field; did you mean "freeThroughputMiBps"?`)
+}

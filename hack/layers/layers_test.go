@@ -37,7 +37,7 @@ var layers = []layer{
 		"provisioner/backoff", "provisioner/batcher", "provisioner/launchlimit", "provisioner/leader",
 		"provisioner/quota", "provisioner/reservation", "provisioner/nomination", "provisioner/requirements",
 		"provisioner/metrics", "provisioner/packing/lowerbound",
-		"provisioner/cloudprovider/aws/catalog", "provisioner/cloudprovider/aws/transport",
+		"provisioner/cloudprovider/aws/catalog", "provisioner/cloudprovider/aws/table", "provisioner/cloudprovider/aws/transport",
 	}},
 	{name: "cloud provider", packages: []string{
 		"provisioner/cloudprovider/...",

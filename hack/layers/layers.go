@@ -35,7 +35,7 @@ var Layers = []Layer{
 		"provisioner/backoff", "provisioner/batcher", "provisioner/launchlimit", "provisioner/leader",
 		"provisioner/quota", "provisioner/reservation", "provisioner/nomination", "provisioner/requirements",
 		"provisioner/metrics", "provisioner/packing/lowerbound",
-		"provisioner/cloudprovider/aws/catalog", "provisioner/cloudprovider/aws/transport",
+		"provisioner/cloudprovider/aws/catalog", "provisioner/cloudprovider/aws/transport", "provisioner/cloudprovider/aws/table",
 	}},
 	{Name: "cloud provider", Packages: []string{
 		"provisioner/cloudprovider/...",

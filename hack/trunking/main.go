@@ -17,18 +17,12 @@ import (
 	"go/token"
 	"os"
 	"strconv"
+
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/catalog"
 )
 
 // limitsSource names where the table comes from, for the provenance note.
 const limitsSource = "github.com/aws/amazon-vpc-resource-controller-k8s pkg/aws/vpc/limits.go"
-
-// trunkingFile is the schema of catalog/trunking.json.
-type trunkingFile struct {
-	Source           string         `json:"source"`
-	Commit           string         `json:"commit"`
-	Date             string         `json:"date"`
-	BranchInterfaces map[string]int `json:"branchInterfaces"`
-}
 
 func main() {
 	commit := flag.String("commit", "", "Commit of the source repository the file was read at.")
@@ -45,7 +39,7 @@ func main() {
 	}
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(trunkingFile{Source: limitsSource, Commit: *commit, Date: *date, BranchInterfaces: branches}); err != nil {
+	if err := enc.Encode(catalog.Trunking{Source: limitsSource, Commit: *commit, Date: *date, BranchInterfaces: branches}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

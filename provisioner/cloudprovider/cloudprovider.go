@@ -5,6 +5,7 @@ package cloudprovider
 
 import (
 	"context"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -84,6 +85,48 @@ type Offering struct {
 // NodePrice is what a node of the offering costs per hour: its instance and its NodeCosts.
 func (o Offering) NodePrice() float64 { return o.Price + o.NodeCosts.Total() }
 
+// offeringLabelKeys are the labels whose values vary between the offerings of one instance
+// type: the keys Offering.Label answers from the offering.
+var offeringLabelKeys = [...]string{
+	corev1.LabelTopologyZone, karpv1.ZoneIDLabelKey, karpv1.CapacityTypeLabelKey,
+	karpv1.CapacityReservationIDLabelKey, karpv1.CapacityReservationTypeLabelKey,
+}
+
+// Label is the value of a label that a node launched from the offering has: its zone, zone
+// ID, capacity type and capacity reservation (absent when empty, zone and capacity type
+// aside), or for any other key the value in others, the labels the node has whatever its
+// offering. It is on the planner's hot path and allocates nothing.
+func (o Offering) Label(key string, others map[string]string) (string, bool) {
+	switch key {
+	case corev1.LabelTopologyZone:
+		return o.Zone, true
+	case karpv1.ZoneIDLabelKey:
+		return o.ZoneID, o.ZoneID != ""
+	case karpv1.CapacityTypeLabelKey:
+		return o.CapacityType, true
+	case karpv1.CapacityReservationIDLabelKey:
+		return o.ReservationID, o.ReservationID != ""
+	case karpv1.CapacityReservationTypeLabelKey:
+		return o.ReservationType, o.ReservationType != ""
+	}
+	v, ok := others[key]
+	return v, ok
+}
+
+// AddLabels sets in labels the labels a node launched from the offering has (Label's, with
+// others nil).
+func (o Offering) AddLabels(labels map[string]string) {
+	for _, k := range offeringLabelKeys {
+		if v, ok := o.Label(k, nil); ok {
+			labels[k] = v
+		}
+	}
+}
+
+// IsOfferingLabel reports whether the key is a label whose value varies between the
+// offerings of one instance type, which Offering.Label answers from the offering.
+func IsOfferingLabel(key string) bool { return slices.Contains(offeringLabelKeys[:], key) }
+
 // OfferingOf finds, among the instance types, the offering a node with these labels was
 // launched from: by its instance type, zone, capacity type and capacity reservation.
 func OfferingOf(types []*InstanceType, labels map[string]string) (Offering, bool) {
@@ -148,25 +191,12 @@ func NewPriceParts(instance float64, costs NodeCosts, daemonSetShare float64) Pr
 }
 
 // Label is the value of a label that a node of this type launched from the offering has:
-// the offering's zone, zone ID, capacity type and capacity reservation, or the type's own
-// labels.
+// the type's name, the offering's labels (see Offering.Label), or the type's own labels.
 func (t *InstanceType) Label(o Offering, key string) (string, bool) {
-	switch key {
-	case corev1.LabelInstanceTypeStable:
+	if key == corev1.LabelInstanceTypeStable {
 		return t.Name, true
-	case corev1.LabelTopologyZone:
-		return o.Zone, true
-	case karpv1.ZoneIDLabelKey:
-		return o.ZoneID, o.ZoneID != ""
-	case karpv1.CapacityTypeLabelKey:
-		return o.CapacityType, true
-	case karpv1.CapacityReservationIDLabelKey:
-		return o.ReservationID, o.ReservationID != ""
-	case karpv1.CapacityReservationTypeLabelKey:
-		return o.ReservationType, o.ReservationType != ""
 	}
-	v, ok := t.Labels[key]
-	return v, ok
+	return o.Label(key, t.Labels)
 }
 
 // Allocatable is what pods may request on a node of this type.

@@ -14,7 +14,7 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 
-	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 )
 
 // group is a set of pending pods the planner treats as one: same namespace, labels,
@@ -250,22 +250,14 @@ func requiredTerms(pod *corev1.Pod) []corev1.NodeSelectorTerm {
 // referencesOfferKeys reports whether a node selector or node selector terms look at the
 // labels that vary between offerings of one instance type.
 func referencesOfferKeys(selector map[string]string, terms []corev1.NodeSelectorTerm) bool {
-	offerKey := func(k string) bool {
-		switch k {
-		case corev1.LabelTopologyZone, karpv1.ZoneIDLabelKey, karpv1.CapacityTypeLabelKey,
-			karpv1.CapacityReservationIDLabelKey, karpv1.CapacityReservationTypeLabelKey:
-			return true
-		}
-		return false
-	}
 	for k := range selector {
-		if offerKey(k) {
+		if cloudprovider.IsOfferingLabel(k) {
 			return true
 		}
 	}
 	for _, t := range terms {
 		for _, e := range t.MatchExpressions {
-			if offerKey(e.Key) {
+			if cloudprovider.IsOfferingLabel(e.Key) {
 				return true
 			}
 		}

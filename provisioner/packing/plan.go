@@ -91,8 +91,8 @@ func (s *solver) finalize(n *node) NewNodeClaim {
 	zones, capacityTypes := map[string]bool{}, map[string]bool{}
 	for _, o := range kept {
 		if allowed[o.typ.it.Name] {
-			zones[o.zone] = true
-			capacityTypes[o.capacityType] = true
+			zones[o.offering.Zone] = true
+			capacityTypes[o.offering.CapacityType] = true
 		}
 	}
 	cheapest := types[0]
@@ -156,7 +156,7 @@ func (s *solver) validOffer(n *node) func(*offer) bool {
 	return func(o *offer) bool {
 		// A node takes one instance of its own reservation only: the others' instances are
 		// counted for the nodes planned into them.
-		if o.reservationID != "" && o.reservationID != n.offer.reservationID {
+		if o.offering.ReservationID != "" && o.offering.ReservationID != n.offer.offering.ReservationID {
 			return false
 		}
 		return used.fits(o.alloc) && (limit == nil || withinLimit(o.typ.capacity, limit, p.limited)) &&

@@ -70,7 +70,7 @@ const (
 // guidePrice is the offering's price by the round's guide.
 func (p *pool) guidePrice(o *offer) float64 {
 	if p.guide == instanceOnly {
-		return o.instance
+		return o.offering.Price
 	}
 	return o.price
 }
@@ -111,18 +111,13 @@ type typeInfo struct {
 
 // offer is an offering of an instance type in a NodePool: a (type, zone, capacity type).
 type offer struct {
-	index        int
-	typ          *typeInfo
-	zone         string
-	zoneID       string
-	capacityType string
-	// reservationID and reservationType name a reserved offering's capacity reservation.
-	reservationID, reservationType string
+	index int
+	typ   *typeInfo
+	// offering is the cloud provider's: its zone, capacity type and capacity reservation,
+	// the instance's price and what the node pays besides.
+	offering cloudprovider.Offering
 	// price is what a node of the offering costs: its instance and its node costs.
 	price float64
-	// instance is the instance's price, costs what the node pays besides.
-	instance float64
-	costs    cloudprovider.NodeCosts
 	// ds is what DaemonSet pods take on a node of this offering.
 	ds vec
 	// alloc is what is left for the batch's pods: allocatable less DaemonSet overhead.
@@ -130,29 +125,15 @@ type offer struct {
 	node  *corev1.Node
 }
 
-func (o *offer) label(key string) (string, bool) {
-	switch key {
-	case corev1.LabelTopologyZone:
-		return o.zone, true
-	case karpv1.ZoneIDLabelKey:
-		return o.zoneID, o.zoneID != ""
-	case karpv1.CapacityTypeLabelKey:
-		return o.capacityType, true
-	case karpv1.CapacityReservationIDLabelKey:
-		return o.reservationID, o.reservationID != ""
-	case karpv1.CapacityReservationTypeLabelKey:
-		return o.reservationType, o.reservationType != ""
-	}
-	v, ok := o.typ.labels[key]
-	return v, ok
-}
+// label is the value of a label a node of the offering in the pool has.
+func (o *offer) label(key string) (string, bool) { return o.offering.Label(key, o.typ.labels) }
 
 // choice is the offering as a plan reports it, its price split into parts.
 func (o *offer) choice() Choice {
 	return Choice{
-		InstanceType: o.typ.it.Name, Zone: o.zone, CapacityType: o.capacityType, Price: o.price,
-		ReservationID: o.reservationID, ReservationType: o.reservationType,
-		Parts: cloudprovider.NewPriceParts(o.instance, o.costs, o.daemonSetShare()),
+		InstanceType: o.typ.it.Name, Zone: o.offering.Zone, CapacityType: o.offering.CapacityType, Price: o.price,
+		ReservationID: o.offering.ReservationID, ReservationType: o.offering.ReservationType,
+		Parts: cloudprovider.NewPriceParts(o.offering.Price, o.offering.NodeCosts, o.daemonSetShare()),
 	}
 }
 
@@ -176,15 +157,7 @@ func (o *offer) nodeObject() *corev1.Node {
 		for k, v := range o.typ.labels {
 			labels[k] = v
 		}
-		labels[corev1.LabelTopologyZone] = o.zone
-		if o.zoneID != "" {
-			labels[karpv1.ZoneIDLabelKey] = o.zoneID
-		}
-		labels[karpv1.CapacityTypeLabelKey] = o.capacityType
-		if o.reservationID != "" {
-			labels[karpv1.CapacityReservationIDLabelKey] = o.reservationID
-			labels[karpv1.CapacityReservationTypeLabelKey] = o.reservationType
-		}
+		o.offering.AddLabels(labels)
 		o.node = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: labels}}
 	}
 	return o.node
@@ -245,11 +218,7 @@ func newPool(np NodePool, d *dims, daemons []*daemon) *pool {
 			if o.CapacityType == karpv1.CapacityTypeReserved && o.ReservedInstances <= 0 {
 				continue
 			}
-			of := &offer{
-				typ: t, zone: o.Zone, zoneID: o.ZoneID, capacityType: o.CapacityType,
-				reservationID: o.ReservationID, reservationType: o.ReservationType,
-				price: o.NodePrice(), instance: o.Price, costs: o.NodeCosts,
-			}
+			of := &offer{typ: t, offering: o, price: o.NodePrice()}
 			if !requirements.MatchesFunc(reqs, of.label) {
 				continue
 			}
@@ -260,8 +229,8 @@ func newPool(np NodePool, d *dims, daemons []*daemon) *pool {
 				}
 			}
 			of.alloc = t.alloc.minus(of.ds)
-			if of.reservationID != "" {
-				p.reserved[of.reservationID] = o.ReservedInstances
+			if o.ReservationID != "" {
+				p.reserved[o.ReservationID] = o.ReservedInstances
 			}
 			of.index = len(p.offers)
 			p.offers = append(p.offers, of)

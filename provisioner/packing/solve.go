@@ -65,7 +65,7 @@ func (b *base) solve(pods []*corev1.Pod, requests []corev1.ResourceList, away, h
 func (b *base) nodeCostsCount() bool {
 	for _, p := range b.pools {
 		for _, o := range p.offers {
-			if o.price != o.instance {
+			if o.price != o.offering.Price {
 				return true
 			}
 		}
@@ -672,7 +672,7 @@ func (s *solver) offerAllows(g *group, o *offer) bool {
 // reservationLeft reports whether a new node may be planned into the offering: a reserved
 // offering's reservation must have an instance left that no planned node takes.
 func (s *solver) reservationLeft(o *offer) bool {
-	return o.reservationID == "" || s.reservedLeft[o.reservationID] > 0
+	return o.offering.ReservationID == "" || s.reservedLeft[o.offering.ReservationID] > 0
 }
 
 func (s *solver) newPlanned(o *offer) *node {
@@ -683,8 +683,8 @@ func (s *solver) newPlanned(o *offer) *node {
 	if p.remaining != nil {
 		p.remaining.sub(o.typ.capacity)
 	}
-	if o.reservationID != "" {
-		s.reservedLeft[o.reservationID]--
+	if o.offering.ReservationID != "" {
+		s.reservedLeft[o.offering.ReservationID]--
 	}
 	return n
 }
@@ -721,8 +721,8 @@ func (s *solver) rollback(n *node) {
 	if n.pool.remaining != nil {
 		n.pool.remaining.add(n.offer.typ.capacity)
 	}
-	if n.offer.reservationID != "" {
-		s.reservedLeft[n.offer.reservationID]++
+	if n.offer.offering.ReservationID != "" {
+		s.reservedLeft[n.offer.offering.ReservationID]++
 	}
 }
 

@@ -8,11 +8,12 @@ package catalog
 import (
 	"bytes"
 	_ "embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/table"
 )
 
 // Capacity types of an offering.
@@ -29,6 +30,9 @@ const (
 
 //go:embed ec2-us-east-1.json
 var embedded []byte
+
+// embeddedName names the embedded catalog's file in errors.
+const embeddedName = "provisioner/cloudprovider/aws/catalog/ec2-us-east-1.json"
 
 // Catalog is an EC2 instance catalog of one region.
 type Catalog struct {
@@ -87,17 +91,12 @@ type Offering struct {
 	PricePerHour float64 `json:"pricePerHour"`
 }
 
-// Parse decodes and validates a catalog. Unknown fields are refused, so a misspelt field
-// is reported rather than silently read as zero.
+// Parse decodes and validates a catalog. It is read strictly (see package table), so a
+// misspelt field is reported rather than silently read as zero.
 func Parse(r io.Reader) (*Catalog, error) {
-	dec := json.NewDecoder(r)
-	dec.DisallowUnknownFields()
 	var c Catalog
-	if err := dec.Decode(&c); err != nil {
-		return nil, fmt.Errorf("decoding JSON: %w", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errors.New("decoding JSON: unexpected data after the catalog object")
+	if err := table.Decode(r, &c); err != nil {
+		return nil, err
 	}
 	if err := c.validate(); err != nil {
 		return nil, err
@@ -124,7 +123,7 @@ func LoadFile(path string) (*Catalog, error) {
 func Embedded() (*Catalog, error) {
 	c, err := Parse(bytes.NewReader(embedded))
 	if err != nil {
-		return nil, fmt.Errorf("embedded EC2 catalog: %w", err)
+		return nil, fmt.Errorf("embedded EC2 catalog %s: %w", embeddedName, err)
 	}
 	return c, nil
 }

@@ -49,17 +49,17 @@ func TestParse(t *testing.T) {
 		{
 			name:    "not JSON",
 			input:   "region: us-east-1",
-			wantErr: "decoding JSON: invalid character 'r' looking for beginning of value",
+			wantErr: "line 1, column 1: invalid character 'r' looking for beginning of value: the table is not valid JSON",
 		},
 		{
 			name:    "misspelt field",
 			input:   strings.Replace(catalogJSON(validType), `"vcpu"`, `"vcpus"`, 1),
-			wantErr: `decoding JSON: json: unknown field "vcpus"`,
+			wantErr: `line 2, column 2: instanceTypes[0].vcpus: unknown field; did you mean "vcpu"?`,
 		},
 		{
 			name:    "data after the catalog",
 			input:   catalogJSON(validType) + "{}",
-			wantErr: "decoding JSON: unexpected data after the catalog object",
+			wantErr: "line 7, column 85: unexpected data after the JSON value: a table is one JSON value",
 		},
 		{
 			name:    "no zones and no instance types",
@@ -145,6 +145,10 @@ func TestLoadFileNamesTheFile(t *testing.T) {
 	if err := os.WriteFile(broken, []byte(catalogJSON(strings.Replace(validType, `"vcpu":2`, `"vcpu":0`, 1))), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	wrongKind := filepath.Join(dir, "wrongKind.json")
+	if err := os.WriteFile(wrongKind, []byte(catalogJSON(strings.Replace(validType, `"vcpu":2`, `"vcpu":"2"`, 1))), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name    string
 		path    string
@@ -153,6 +157,7 @@ func TestLoadFileNamesTheFile(t *testing.T) {
 	}{
 		{name: "valid file", path: valid, want: []string{"m5.large"}},
 		{name: "invalid file", path: broken, wantErr: "EC2 catalog " + broken + ": instanceTypes[0] (m5.large): vcpu must be positive, got 0"},
+		{name: "a value of the wrong kind", path: wrongKind, wantErr: "EC2 catalog " + wrongKind + `: line 2, column 9: instanceTypes[0].vcpu: the string "2", where a whole number (int) is wanted`},
 		{name: "missing file", path: missing, wantErr: "reading EC2 catalog: open " + missing + ": no such file or directory"},
 	}
 	for _, tt := range tests {

@@ -3,11 +3,12 @@ package catalog
 import (
 	"bytes"
 	_ "embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"sync"
+
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/table"
 )
 
 // trunking.json is written by hack/trunking from the VPC resource controller's limits table;
@@ -15,6 +16,9 @@ import (
 //
 //go:embed trunking.json
 var embeddedTrunking []byte
+
+// embeddedTrunkingName names the embedded trunking table's file in errors.
+const embeddedTrunkingName = "provisioner/cloudprovider/aws/catalog/trunking.json"
 
 // Trunking is the table of the instance types that support ENI trunking (security groups
 // for pods) and how many branch network interfaces, hence pods with their own security
@@ -28,13 +32,11 @@ type Trunking struct {
 	BranchInterfaces map[string]int `json:"branchInterfaces"`
 }
 
-// ParseTrunking decodes and validates a trunking table; unknown fields are refused.
+// ParseTrunking decodes and validates a trunking table, read strictly (see package table).
 func ParseTrunking(r io.Reader) (*Trunking, error) {
-	dec := json.NewDecoder(r)
-	dec.DisallowUnknownFields()
 	var t Trunking
-	if err := dec.Decode(&t); err != nil {
-		return nil, fmt.Errorf("decoding JSON: %w", err)
+	if err := table.Decode(r, &t); err != nil {
+		return nil, err
 	}
 	var errs []error
 	if t.Source == "" || t.Commit == "" || t.Date == "" {
@@ -59,7 +61,7 @@ func ParseTrunking(r io.Reader) (*Trunking, error) {
 func EmbeddedTrunking() (*Trunking, error) {
 	t, err := ParseTrunking(bytes.NewReader(embeddedTrunking))
 	if err != nil {
-		return nil, fmt.Errorf("embedded trunking table: %w", err)
+		return nil, fmt.Errorf("embedded trunking table %s: %w", embeddedTrunkingName, err)
 	}
 	return t, nil
 }

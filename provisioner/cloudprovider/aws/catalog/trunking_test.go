@@ -32,7 +32,7 @@ func TestParseTrunking(t *testing.T) {
 		{
 			name:    "an unknown field",
 			input:   `{"source":"s","commit":"c","date":"d","branchInterfaces":{"m5.large":9},"trunks":{}}`,
-			wantErr: `unknown field "trunks"`,
+			wantErr: `line 1, column 73: trunks: unknown field; the fields here are branchInterfaces, commit, date, source`,
 		},
 	}
 	for _, tt := range tests {

@@ -12,14 +12,9 @@ import (
 
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/nodecost"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/pricing"
 )
-
-// usablePrice fails unless price is one the planner can compare: finite, not negative.
-func usablePrice(t *testing.T, price float64) {
-	t.Helper()
-	require.False(t, math.IsNaN(price) || math.IsInf(price, 0) || price < 0, "price %v", price)
-}
 
 // FuzzInstanceType builds the planner's instance types from DescribeInstanceTypes entries
 // with any field missing (each bit of missing drops one pointer) or out of range: either the
@@ -84,7 +79,7 @@ func FuzzInstanceType(f *testing.F) {
 		for _, o := range it.Offerings {
 			require.Equal(t, "zone-a", o.Zone)
 			require.Contains(t, []string{karpv1.CapacityTypeOnDemand, karpv1.CapacityTypeSpot}, o.CapacityType)
-			usablePrice(t, o.Price)
+			require.True(t, nodecost.UsablePrice(o.Price), "price %v", o.Price)
 		}
 	})
 }

@@ -7,7 +7,6 @@ package nodecost
 import (
 	"bytes"
 	_ "embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,10 +18,14 @@ import (
 
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/table"
 )
 
 //go:embed node-costs-us-east-1.json
 var embedded []byte
+
+// embeddedName names the embedded table's file in errors.
+const embeddedName = "provisioner/cloudprovider/aws/nodecost/node-costs-us-east-1.json"
 
 // Volume types whose IOPS and throughput are priced apart from their storage.
 const (
@@ -85,13 +88,11 @@ type DefaultVolume struct {
 	VolumeType string            `json:"volumeType"`
 }
 
-// Parse decodes and validates a table; unknown fields are refused.
+// Parse decodes and validates a table, read strictly (see package table).
 func Parse(r io.Reader) (*Table, error) {
-	dec := json.NewDecoder(r)
-	dec.DisallowUnknownFields()
 	var t Table
-	if err := dec.Decode(&t); err != nil {
-		return nil, fmt.Errorf("decoding node cost table: %w", err)
+	if err := table.Decode(r, &t); err != nil {
+		return nil, err
 	}
 	if err := t.validate(); err != nil {
 		return nil, err
@@ -103,7 +104,7 @@ func Parse(r io.Reader) (*Table, error) {
 func Embedded() (*Table, error) {
 	t, err := Parse(bytes.NewReader(embedded))
 	if err != nil {
-		return nil, fmt.Errorf("embedded node cost table: %w", err)
+		return nil, fmt.Errorf("embedded node cost table %s: %w", embeddedName, err)
 	}
 	return t, nil
 }

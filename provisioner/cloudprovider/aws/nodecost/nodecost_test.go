@@ -208,3 +208,40 @@ func TestParseRefusesUnknownVolumeTypesInDefaults(t *testing.T) {
 	_, err := nodecost.Parse(strings.NewReader(`{"hoursPerMonth":730,"ebs":{"gp3":{"perGiBMonth":0.08}},"defaultBlockDeviceMappings":{"AL2023":[{"deviceName":"/dev/xvda","volumeSize":"20Gi","volumeType":"gp4"}]}}`))
 	require.EqualError(t, err, `defaultBlockDeviceMappings.AL2023[0]: volume type "gp4" has no ebs prices`)
 }
+
+func TestParsePriceTakesOnlyUsablePrices(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		want    float64
+		wantErr string
+	}{
+		{name: "a price", in: "0.0960000000", want: 0.096},
+		{name: "nothing to pay", in: "0", want: 0},
+		{name: "not a number", in: "abc", wantErr: `price "abc" is not a number`},
+		{name: "NaN", in: "NaN", wantErr: `price "NaN" is not a finite amount of dollars`},
+		{name: "infinite", in: "+Inf", wantErr: `price "+Inf" is not a finite amount of dollars`},
+		{name: "out of range", in: "1e400", wantErr: `price "1e400" is not a number`},
+		{name: "negative", in: "-0.5", wantErr: `price "-0.5" is not a finite amount of dollars`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := nodecost.ParsePrice(tt.in)
+			if tt.wantErr != "" {
+				require.EqualError(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.want, got)
+			require.True(t, nodecost.UsablePrice(got))
+		})
+	}
+}
+
+// TestParseNamesWhereAFieldIsMisspelt: a field that differs but for case is read, as
+// encoding/json reads it; one misspelt is an error that says where.
+func TestParseNamesWhereAFieldIsMisspelt(t *testing.T) {
+	_, err := nodecost.Parse(strings.NewReader(`{"hoursPerMonth":730,
+ "ebs":{"gp3":{"perGibMonth":0.08, "freeIOPS":3000, "freeThroughputMibs":125}}}`))
+	require.EqualError(t, err, `line 2, column 53: ebs["gp3"].freeThroughputMibs: unknown field; did you mean "freeThroughputMiBps"?`)
+}

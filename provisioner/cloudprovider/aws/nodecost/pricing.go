@@ -134,15 +134,20 @@ type productDocument struct {
 	} `json:"terms"`
 }
 
-// ParsePrice reads a price list's or EC2's price in dollars: a finite number, not negative.
-// ParseFloat alone takes "NaN" and "Inf", which would compare false, or win, against every
-// other price.
+// UsablePrice reports whether price is one the planner can compare: finite, not negative.
+// NaN and infinities would compare false, or win, against every other price.
+func UsablePrice(price float64) bool {
+	return !math.IsNaN(price) && !math.IsInf(price, 0) && price >= 0
+}
+
+// ParsePrice reads a price list's or EC2's price in dollars, a UsablePrice: ParseFloat
+// alone takes "NaN" and "Inf".
 func ParsePrice(s string) (float64, error) {
 	price, err := strconv.ParseFloat(s, 64)
 	if err != nil {
 		return 0, fmt.Errorf("price %q is not a number", s)
 	}
-	if math.IsNaN(price) || math.IsInf(price, 0) || price < 0 {
+	if !UsablePrice(price) {
 		return 0, fmt.Errorf("price %q is not a finite amount of dollars", s)
 	}
 	return price, nil

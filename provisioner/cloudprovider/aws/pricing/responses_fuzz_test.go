@@ -9,13 +9,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/stretchr/testify/require"
-)
 
-// usablePrice fails unless price is one the planner can compare: finite, not negative.
-func usablePrice(t *testing.T, price float64) {
-	t.Helper()
-	require.False(t, math.IsNaN(price) || math.IsInf(price, 0) || price < 0, "price %v", price)
-}
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/nodecost"
+)
 
 // FuzzParsePriceDocument reads Pricing API product documents: an error naming the price
 // field, or a finite positive price for a named instance type, or nothing to use.
@@ -38,7 +34,7 @@ func FuzzParsePriceDocument(f *testing.F) {
 			require.Zero(t, price)
 			return
 		}
-		usablePrice(t, price)
+		require.True(t, nodecost.UsablePrice(price), "price %v", price)
 		if name != "" {
 			require.Positive(t, price, "a priced instance type costs nothing")
 		}
@@ -70,6 +66,6 @@ func FuzzAddSpotPrice(f *testing.F) {
 		}
 		got, ok := out[instanceType][zone]
 		require.True(t, ok)
-		usablePrice(t, got)
+		require.True(t, nodecost.UsablePrice(got), "price %v", got)
 	})
 }

@@ -29,7 +29,7 @@ func TestIgnoredOverlaysAreReportedOnce(t *testing.T) {
 				ObjectMeta: metav1.ObjectMeta{Name: "savings"},
 				Spec:       v1alpha1.NodeOverlaySpec{Price: ptr.To("0.1")},
 			}},
-			want: []string{`"level"=0 "msg"="NodeOverlays are ignored: the NodeOverlay feature gate is off (--feature-gates=NodeOverlay=true applies them)" "nodeOverlay"="savings"`},
+			want: []string{`"level"=0 "msg"="ignoring NodeOverlays: the NodeOverlay feature gate is off (--feature-gates=NodeOverlay=true applies them)" "nodeOverlay"="savings"`},
 		},
 	}
 	for _, tt := range tests {

@@ -17,6 +17,7 @@ import (
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1alpha1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/fake"
 	"github.com/tailor-autoscaler/tailor/provisioner/overlay"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
 )
@@ -25,13 +26,6 @@ var cfg *rest.Config
 
 func TestMain(m *testing.M) {
 	testenv.Main(m, &cfg, nil)
-}
-
-// catalogTypes are the instance types of every NodePool.
-type catalogTypes []*cloudprovider.InstanceType
-
-func (c catalogTypes) InstanceTypes(context.Context, *karpv1.NodePool) ([]*cloudprovider.InstanceType, error) {
-	return c, nil
 }
 
 // readiness is an overlay's Ready condition, as the test compares it.
@@ -43,11 +37,12 @@ type readiness struct {
 
 func TestControllerReportsConflictsOnTheAPIServer(t *testing.T) {
 	mgr := testenv.NewManager(t, cfg)
-	types := catalogTypes{{
+	types := fake.New(nil)
+	types.SetInstanceTypes(&cloudprovider.InstanceType{
 		Name:      "c5.large",
 		Labels:    map[string]string{corev1.LabelInstanceTypeStable: "c5.large"},
 		Offerings: []cloudprovider.Offering{{Zone: "us-east-1a", CapacityType: karpv1.CapacityTypeOnDemand, Price: 0.085, Available: true}},
-	}}
+	})
 	if err := overlay.NewController(mgr.GetClient(), types).Register(mgr); err != nil {
 		t.Fatal(err)
 	}

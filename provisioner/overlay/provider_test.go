@@ -10,19 +10,8 @@ import (
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1alpha1"
-	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/fake"
 )
-
-// cachingProvider returns the same instance types at every call, as the AWS provider's
-// catalog cache does.
-type cachingProvider struct {
-	cloudprovider.CloudProvider
-	types []*cloudprovider.InstanceType
-}
-
-func (c *cachingProvider) InstanceTypes(context.Context, *karpv1.NodePool) ([]*cloudprovider.InstanceType, error) {
-	return c.types, nil
-}
 
 // changingLister lists whatever the test last set.
 type changingLister struct{ overlays []v1alpha1.NodeOverlay }
@@ -32,7 +21,11 @@ func (l *changingLister) ListNodeOverlays(context.Context) ([]v1alpha1.NodeOverl
 }
 
 func TestProviderAppliesTheOverlaysOfEachCall(t *testing.T) {
-	inner := &cachingProvider{types: catalog()}
+	// The fake returns the same instance types at every call, as the AWS provider's catalog
+	// cache does.
+	types := catalog()
+	inner := fake.New(nil)
+	inner.SetInstanceTypes(types...)
 	overlays := &changingLister{}
 	p := New(inner, overlays)
 	np := &karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "general"}}
@@ -58,7 +51,7 @@ func TestProviderAppliesTheOverlaysOfEachCall(t *testing.T) {
 	if diff := cmp.Diff(map[string]float64{
 		"m5.large/us-east-1a/on-demand": 0.096, "m5.large/us-east-1a/spot": 0.04, "m5.large/us-east-1b/on-demand": 0.096,
 		"c5.large/us-east-1a/on-demand": 0.085, "c5.large/us-east-1b/on-demand": 0.085,
-	}, prices(inner.types)); diff != "" {
+	}, prices(types)); diff != "" {
 		t.Errorf("the provider's cached types changed (-want +got):\n%s", diff)
 	}
 }

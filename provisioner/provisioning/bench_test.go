@@ -18,7 +18,6 @@ import (
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
-	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/provisioner/informers"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
@@ -93,7 +92,7 @@ func BenchmarkClusterInput(b *testing.B) {
 	})
 
 	cached := cachedClient(b, cfg)
-	prov := New(cached, fakeInstanceTypes{types: []*cloudprovider.InstanceType{instanceType("m7i.2xlarge", 8, 32, 0.4032)}}, nomination.NewTracker(clock.RealClock{}), noTrigger{}, record.NewFakeRecorder(100), Options{Clock: clock.RealClock{}})
+	prov := New(cached, selling(instanceType("m7i.2xlarge", 8, 32, 0.4032)), nomination.NewTracker(clock.RealClock{}), noTrigger{}, record.NewFakeRecorder(100), Options{Clock: clock.RealClock{}})
 	var view int
 	b.ReportAllocs()
 	for b.Loop() {

@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
-	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 )
 
 // TestProvisionRecordsPlannedOnEachPod plans two pods onto a new NodeClaim, launches it, and
@@ -17,7 +16,7 @@ import (
 // company, and the third, whose node name is already known, is nominated at once.
 func TestProvisionRecordsPlannedOnEachPod(t *testing.T) {
 	ctx := context.Background()
-	f := newFixture(t, fakeInstanceTypes{types: []*cloudprovider.InstanceType{instanceType("m.large", 2, 8, 0.1), instanceType("m.xlarge", 4, 16, 0.15)}}, pool("general"))
+	f := newFixture(t, selling(instanceType("m.large", 2, 8, 0.1), instanceType("m.xlarge", 4, 16, 0.15)), pool("general"))
 	a, b := f.pod(t, "a", "1500m"), f.pod(t, "b", "1500m")
 	f.prov.Submit([]Submission{{Pod: a}, {Pod: b}})
 	if err := f.prov.Provision(ctx); err != nil {

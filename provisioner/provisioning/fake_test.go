@@ -1,26 +1,19 @@
 package provisioning
 
 import (
-	"context"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/fake"
 )
 
-// fakeInstanceTypes serves a fixed catalog, or an error for NodePools named in notReady.
-type fakeInstanceTypes struct {
-	types    []*cloudprovider.InstanceType
-	notReady map[string]error
-}
-
-func (f fakeInstanceTypes) InstanceTypes(_ context.Context, np *karpv1.NodePool) ([]*cloudprovider.InstanceType, error) {
-	if err := f.notReady[np.Name]; err != nil {
-		return nil, err
-	}
-	return f.types, nil
+// selling is an in-memory cloud that sells the instance types.
+func selling(types ...*cloudprovider.InstanceType) *fake.CloudProvider {
+	c := fake.New(nil)
+	c.SetInstanceTypes(types...)
+	return c
 }
 
 func instanceType(name string, cpu, memGi int64, price float64) *cloudprovider.InstanceType {

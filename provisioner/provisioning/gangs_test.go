@@ -15,7 +15,6 @@ import (
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
-	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/provisioner/gang"
 )
 
@@ -113,7 +112,7 @@ func TestAGangThatNoLongerFitsReleasesItsCapacity(t *testing.T) {
 // members fit one) limited to cpus, and the n pods of PodGroup train of minMember n.
 func gangFixture(t *testing.T, cpus string, n int) (*fixture, []*corev1.Pod) {
 	t.Helper()
-	f := newFixture(t, fakeInstanceTypes{types: []*cloudprovider.InstanceType{instanceType("m.xlarge", 4, 16, 0.15)}}, pool("general", func(np *karpv1.NodePool) {
+	f := newFixture(t, selling(instanceType("m.xlarge", 4, 16, 0.15)), pool("general", func(np *karpv1.NodePool) {
 		np.Spec.Limits = karpv1.Limits{corev1.ResourceCPU: resource.MustParse(cpus)}
 	}))
 	f.prov.gangs = gang.PodGroups{Client: f.kube}

@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
-	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 )
@@ -127,7 +126,7 @@ func names[T client.Object](objs []T) []string {
 }
 
 func TestInputDescribesTheCluster(t *testing.T) {
-	f := newFixture(t, fakeInstanceTypes{types: []*cloudprovider.InstanceType{instanceType("m.large", 2, 8, 0.1)}}, pool("general"), pool("batch"))
+	f := newFixture(t, selling(instanceType("m.large", 2, 8, 0.1)), pool("general"), pool("batch"))
 	ctx := context.Background()
 
 	// A node Tailor does not manage, with a running pod and a finished one.
@@ -243,7 +242,7 @@ func TestInputDescribesTheCluster(t *testing.T) {
 }
 
 func TestInputLeavesVolumesOutWhenNoPodHasAClaim(t *testing.T) {
-	f := newFixture(t, fakeInstanceTypes{types: []*cloudprovider.InstanceType{instanceType("m.large", 2, 8, 0.1)}}, pool("general"))
+	f := newFixture(t, selling(instanceType("m.large", 2, 8, 0.1)), pool("general"))
 	ctx := context.Background()
 	class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "gp3-" + f.ns}, Provisioner: "ebs.csi.aws.com"}
 	f.create(t, class, nil)
@@ -260,7 +259,7 @@ func TestInputLeavesVolumesOutWhenNoPodHasAClaim(t *testing.T) {
 // TestProvisionPlansOntoTheRegisteredNodeOfAnInFlightNodeClaim: a pod that fits the room
 // left on a launched NodeClaim whose node registered is recorded on that NodeClaim, once.
 func TestProvisionPlansOntoTheRegisteredNodeOfAnInFlightNodeClaim(t *testing.T) {
-	f := newFixture(t, fakeInstanceTypes{types: []*cloudprovider.InstanceType{instanceType("m.large", 2, 8, 0.1)}}, pool("general"))
+	f := newFixture(t, selling(instanceType("m.large", 2, 8, 0.1)), pool("general"))
 	ctx := context.Background()
 	nc := f.nodeClaim(t, "general", func(s *karpv1.NodeClaimStatus) {
 		s.ProviderID, s.NodeName = "aws:///us-east-1b/i-0003", "ip-10-0-1-3.ec2.internal"
@@ -302,7 +301,7 @@ func podNames(pods []*corev1.Pod) []string {
 // TestClusterInputListsThePodsOnTheirWayToANode: disruption waits while pods it moved look
 // for a node, so the cluster's view carries the pods bound to none.
 func TestClusterInputListsThePodsOnTheirWayToANode(t *testing.T) {
-	f := newFixture(t, fakeInstanceTypes{types: []*cloudprovider.InstanceType{instanceType("m.large", 2, 8, 0.1)}}, pool("general"))
+	f := newFixture(t, selling(instanceType("m.large", 2, 8, 0.1)), pool("general"))
 	f.node(t, "ip-10-0-1-4.ec2.internal", "aws:///us-east-1b/i-0004", "us-east-1b", "1900m")
 	f.boundPod(t, "running", "ip-10-0-1-4.ec2.internal", corev1.PodRunning)
 	f.pod(t, "web-b", "1")

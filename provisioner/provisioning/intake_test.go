@@ -14,13 +14,12 @@ import (
 	"k8s.io/utils/ptr"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
-	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
 )
 
 func TestEarlyIntakePlansCapacityOnlyForPodsTheRegisteredNodesCannotTake(t *testing.T) {
 	ctx := context.Background()
-	f := newFixture(t, fakeInstanceTypes{types: []*cloudprovider.InstanceType{instanceType("m.2xlarge", 8, 32, 0.3)}}, pool("general"))
+	f := newFixture(t, selling(instanceType("m.2xlarge", 8, 32, 0.3)), pool("general"))
 	f.prov.earlyIntake = true
 	general := NodePoolSelector{Names: []string{"general"}}
 
@@ -142,7 +141,7 @@ func TestEarlyIntakePlansCapacityOnlyForPodsTheRegisteredNodesCannotTake(t *test
 
 func TestEarlyPodsNoNodePoolCanTakeWaitForTheScheduler(t *testing.T) {
 	ctx := context.Background()
-	f := newFixture(t, fakeInstanceTypes{types: []*cloudprovider.InstanceType{instanceType("m.xlarge", 4, 16, 0.15)}}, pool("general"))
+	f := newFixture(t, selling(instanceType("m.xlarge", 4, 16, 0.15)), pool("general"))
 	f.prov.earlyIntake = true
 	seed := f.pod(t, "seed", "1")
 	f.prov.Submit([]Submission{{Pod: seed, Profile: "tailor-scheduler"}})
@@ -178,7 +177,7 @@ func TestEarlyPodsNoNodePoolCanTakeWaitForTheScheduler(t *testing.T) {
 // the pods planned onto it are bound, so early intake does not count its room.
 func TestEarlyPodsAreNotLeftOnHeldNodes(t *testing.T) {
 	ctx := context.Background()
-	f := newFixture(t, fakeInstanceTypes{types: []*cloudprovider.InstanceType{instanceType("m.xlarge", 4, 16, 0.15)}}, pool("general"))
+	f := newFixture(t, selling(instanceType("m.xlarge", 4, 16, 0.15)), pool("general"))
 	var names []string
 	for _, name := range []string{"held", "free"} {
 		node := f.node(t, name, "aws:///us-east-1a/i-"+name, "us-east-1a", "4")

@@ -17,14 +17,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
-	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/provisioner/launchlimit"
 )
 
 // limitedFixture is a fixture whose provisioner's launch limit runs on a fake clock.
 func limitedFixture(t *testing.T, perPod, perGroup int) (*fixture, *clocktesting.FakeClock) {
 	t.Helper()
-	f := newFixture(t, fakeInstanceTypes{types: []*cloudprovider.InstanceType{instanceType("g.xlarge", 4, 16, 0.4)}}, pool("gpu"))
+	f := newFixture(t, selling(instanceType("g.xlarge", 4, 16, 0.4)), pool("gpu"))
 	clk := clocktesting.NewFakeClock(time.Now())
 	launches, err := launchlimit.New(launchlimit.Options{Clock: clk, PerPod: perPod, PerGroup: perGroup, Backoff: 30 * time.Second, MaxBackoff: 10 * time.Minute})
 	if err != nil {
@@ -230,7 +229,7 @@ func TestALimitedPodStaysLimitedAcrossARestart(t *testing.T) {
 	}
 	wantCondition(t, f.condition(t, pod), corev1.ConditionTrue, ReasonLaunchLimitReached, "planned capacity did not fit")
 
-	restarted := New(f.kube, fakeInstanceTypes{types: []*cloudprovider.InstanceType{instanceType("g.xlarge", 4, 16, 0.4)}}, f.tracker, noTrigger{}, f.recorder, Options{Clock: clk})
+	restarted := New(f.kube, selling(instanceType("g.xlarge", 4, 16, 0.4)), f.tracker, noTrigger{}, f.recorder, Options{Clock: clk})
 	restarted.Submit([]Submission{{Pod: pod}})
 	if err := restarted.Provision(context.Background()); err != nil {
 		t.Fatal(err)
@@ -260,7 +259,7 @@ func TestARestartedProvisionerCountsOn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.prov = New(f.kube, fakeInstanceTypes{types: []*cloudprovider.InstanceType{instanceType("g.xlarge", 4, 16, 0.4)}}, f.tracker, noTrigger{}, f.recorder, Options{Clock: clk, Launches: launches})
+	f.prov = New(f.kube, selling(instanceType("g.xlarge", 4, 16, 0.4)), f.tracker, noTrigger{}, f.recorder, Options{Clock: clk, Launches: launches})
 	f.reject(t, pod)
 	before := f.claims(t)
 	f.provision(t, before)

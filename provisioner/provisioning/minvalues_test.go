@@ -11,7 +11,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
-	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 )
 
@@ -23,7 +22,7 @@ type minValuesClaim struct {
 }
 
 func TestProvisionRecordsMinValuesOnTheNodeClaim(t *testing.T) {
-	types := fakeInstanceTypes{types: []*cloudprovider.InstanceType{instanceType("m.large", 2, 8, 0.1), instanceType("m.xlarge", 4, 16, 0.15)}}
+	types := selling(instanceType("m.large", 2, 8, 0.1), instanceType("m.xlarge", 4, 16, 0.15))
 	tests := []struct {
 		name      string
 		minValues int

@@ -45,7 +45,7 @@ type fixture struct {
 	ns       string
 }
 
-func newFixture(t *testing.T, types fakeInstanceTypes, pools ...*karpv1.NodePool) *fixture {
+func newFixture(t *testing.T, types InstanceTypeSource, pools ...*karpv1.NodePool) *fixture {
 	t.Helper()
 	kube, err := client.New(cfg, client.Options{Scheme: apischeme.New()})
 	if err != nil {
@@ -136,7 +136,7 @@ func pool(name string, mutate ...func(*karpv1.NodePool)) *karpv1.NodePool {
 
 func TestProvisionCreatesNodeClaimsThatRecordTheirPods(t *testing.T) {
 	// One m.xlarge costs less than two m.large: the pods share a node.
-	f := newFixture(t, fakeInstanceTypes{types: []*cloudprovider.InstanceType{instanceType("m.large", 2, 8, 0.1), instanceType("m.xlarge", 4, 16, 0.15)}}, pool("general"))
+	f := newFixture(t, selling(instanceType("m.large", 2, 8, 0.1), instanceType("m.xlarge", 4, 16, 0.15)), pool("general"))
 	a, b := f.pod(t, "a", "1500m"), f.pod(t, "b", "1500m")
 	if n := f.prov.Submit([]Submission{{Pod: a}, {Pod: b}}); n != 2 {
 		t.Fatalf("Submit() queued %d, want 2", n)
@@ -191,7 +191,7 @@ func TestProvisionCreatesNodeClaimsThatRecordTheirPods(t *testing.T) {
 // annotation stops listing the pod, so a restarted provisioner does not take the pod back;
 // once its backoff has passed, the pod is planned onto another NodeClaim.
 func TestAPodPlannedAgainLeavesTheNodeClaimItsNodeRejectedItOn(t *testing.T) {
-	f := newFixture(t, fakeInstanceTypes{types: []*cloudprovider.InstanceType{instanceType("m.xlarge", 4, 16, 0.15)}}, pool("general"))
+	f := newFixture(t, selling(instanceType("m.xlarge", 4, 16, 0.15)), pool("general"))
 	clk := clocktesting.NewFakeClock(time.Now())
 	f.prov.clock, f.prov.launches = clk, DefaultLaunchLimit(clk)
 	ctx := context.Background()
@@ -241,12 +241,9 @@ func TestAPodPlannedAgainLeavesTheNodeClaimItsNodeRejectedItOn(t *testing.T) {
 }
 
 func TestProvisionExplainsPodsNoNodePoolCanTake(t *testing.T) {
-	f := newFixture(t,
-		fakeInstanceTypes{
-			types:    []*cloudprovider.InstanceType{instanceType("m.large", 2, 8, 0.1)},
-			notReady: map[string]error{"broken": cloudprovider.NewNodeClassNotReadyError(errors.New(`EC2NodeClass "missing" not found`))},
-		},
-		pool("general"), pool("broken"))
+	cloud := selling(instanceType("m.large", 2, 8, 0.1))
+	cloud.SetNodeClassNotReady("missing", errors.New(`EC2NodeClass "missing" not found`))
+	f := newFixture(t, cloud, pool("general"), pool("broken", func(np *karpv1.NodePool) { np.Spec.Template.Spec.NodeClassRef.Name = "missing" }))
 	huge := f.pod(t, "huge", "64")
 	f.prov.Submit([]Submission{{Pod: huge, SchedulerMessage: "0/1 nodes are available: 1 node(s): Insufficient cpu (NodeResourcesFit)"}})
 	if err := f.prov.Provision(context.Background()); err != nil {
@@ -262,7 +259,7 @@ func TestProvisionExplainsPodsNoNodePoolCanTake(t *testing.T) {
 }
 
 func TestProvisionHonoursTheProfilesNodePools(t *testing.T) {
-	f := newFixture(t, fakeInstanceTypes{types: []*cloudprovider.InstanceType{instanceType("m.large", 2, 8, 0.1)}},
+	f := newFixture(t, selling(instanceType("m.large", 2, 8, 0.1)),
 		pool("general"), pool("batch", func(np *karpv1.NodePool) { np.Labels = map[string]string{"kind": "batch"} }))
 	job := f.pod(t, "job", "1")
 	f.prov.Submit([]Submission{{Pod: job, Profile: "tailor-batch", NodePools: NodePoolSelector{Names: []string{"batch"}}}})
@@ -289,7 +286,7 @@ func TestProvisionCountsExistingNodeClaimsAgainstLimits(t *testing.T) {
 	limited := func(np *karpv1.NodePool) {
 		np.Spec.Limits = karpv1.Limits{corev1.ResourceCPU: resource.MustParse("4")}
 	}
-	f := newFixture(t, fakeInstanceTypes{types: []*cloudprovider.InstanceType{instanceType("m.large", 2, 8, 0.1)}}, pool("general", limited))
+	f := newFixture(t, selling(instanceType("m.large", 2, 8, 0.1)), pool("general", limited))
 	first := f.pod(t, "first", "1")
 	f.prov.Submit([]Submission{{Pod: first}})
 	if err := f.prov.Provision(context.Background()); err != nil {
@@ -327,7 +324,7 @@ func (failingInstanceTypes) InstanceTypes(context.Context, *karpv1.NodePool) ([]
 }
 
 func TestProvisionRequeuesPodsWhenItFails(t *testing.T) {
-	f := newFixture(t, fakeInstanceTypes{}, pool("general"))
+	f := newFixture(t, selling(), pool("general"))
 	f.prov.instanceTypes = failingInstanceTypes{}
 	a := f.pod(t, "a", "1")
 	f.prov.Submit([]Submission{{Pod: a}})
@@ -358,7 +355,7 @@ func (c *laggingCache) Get(ctx context.Context, key client.ObjectKey, obj client
 // TestPodsRecordedOnANodeClaimReadFromALaggingCacheAreAllKept: the API server rejects the
 // patch of a stale read, the provisioner reads again, and no pod planned earlier is lost.
 func TestPodsRecordedOnANodeClaimReadFromALaggingCacheAreAllKept(t *testing.T) {
-	f := newFixture(t, fakeInstanceTypes{types: []*cloudprovider.InstanceType{instanceType("m.xlarge", 4, 16, 0.15)}}, pool("general"))
+	f := newFixture(t, selling(instanceType("m.xlarge", 4, 16, 0.15)), pool("general"))
 	ctx := context.Background()
 	a, b := f.pod(t, "a", "1"), f.pod(t, "b", "1")
 	f.prov.Submit([]Submission{{Pod: a}})

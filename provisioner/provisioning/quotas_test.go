@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
-	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/provisioner/quota"
 )
 
@@ -19,7 +18,7 @@ import (
 // ElasticQuota admits two of them: capacity is planned for two, and the other two are told
 // why they get none.
 func TestAQuotaGetsCapacityForWhatItAdmits(t *testing.T) {
-	f := newFixture(t, fakeInstanceTypes{types: []*cloudprovider.InstanceType{instanceType("m.xlarge", 4, 16, 0.15)}}, pool("general"))
+	f := newFixture(t, selling(instanceType("m.xlarge", 4, 16, 0.15)), pool("general"))
 	f.prov.quotas = quota.ElasticQuotas{Client: f.kube}
 	ctx := context.Background()
 	limit := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("8Gi")}

@@ -69,7 +69,7 @@ func TestABatchPlansSoftNodeClaimsPodsAgainWhenThatIsCheaper(t *testing.T) {
 			if types == nil {
 				types = []*cloudprovider.InstanceType{large, xlarge}
 			}
-			f := newFixture(t, fakeInstanceTypes{types: types},
+			f := newFixture(t, selling(types...),
 				pool("general", func(np *karpv1.NodePool) {
 					np.Spec.Template.Spec.Requirements = append(np.Spec.Template.Spec.Requirements, karpv1.NodeSelectorRequirementWithMinValues{
 						Key: karpv1.CapacityTypeLabelKey, Operator: "In", Values: []string{karpv1.CapacityTypeOnDemand},
@@ -249,7 +249,7 @@ func TestReplanningSoftNodeClaimsRecoversAPiecemealBurst(t *testing.T) {
 // TestTakeBackKeepsNodeClaimsWhoseNodeRegisteredSinceTheBatchReadThem: pods may have been
 // bound to such a node before their new plan was published; deleting it would evict them.
 func TestTakeBackKeepsNodeClaimsWhoseNodeRegisteredSinceTheBatchReadThem(t *testing.T) {
-	f := newFixture(t, fakeInstanceTypes{}, pool("general"))
+	f := newFixture(t, selling(), pool("general"))
 	ctx := context.Background()
 	registered := f.nodeClaim(t, "general", func(s *karpv1.NodeClaimStatus) {
 		s.Conditions = []metav1.Condition{{Type: karpv1.ConditionTypeRegistered, Status: metav1.ConditionTrue, Reason: "Registered", LastTransitionTime: metav1.Now()}}

@@ -20,7 +20,7 @@ func TestNodeClaimsPlannedIntoAReservationCarryIt(t *testing.T) {
 		Zone: "us-east-1a", CapacityType: karpv1.CapacityTypeReserved, ReservationID: "cr-0000000000000000a", ReservationType: "capacity-block",
 		Price: 0.1 / 10_000_000, ReservedInstances: 1, Available: true,
 	})
-	types := fakeInstanceTypes{types: []*cloudprovider.InstanceType{it}}
+	types := selling(it)
 	f := newFixture(t, types, pool("general", func(np *karpv1.NodePool) {
 		np.Spec.Template.Spec.Requirements[0].Values = []string{"reserved", "on-demand"}
 	}))

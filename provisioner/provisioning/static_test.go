@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
-	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
 )
 
@@ -27,7 +26,7 @@ func staticPool(name string, replicas int64) *karpv1.NodePool {
 // TestLaunchStaticLaunchesTheCheapestNodesOfTheNodePool: each node of a static NodePool is
 // its own NodeClaim of the cheapest offering that holds its DaemonSets, whatever its taints.
 func TestLaunchStaticLaunchesTheCheapestNodesOfTheNodePool(t *testing.T) {
-	types := fakeInstanceTypes{types: []*cloudprovider.InstanceType{instanceType("m.large", 2, 8, 0.1), instanceType("m.xlarge", 4, 16, 0.15)}}
+	types := selling(instanceType("m.large", 2, 8, 0.1), instanceType("m.xlarge", 4, 16, 0.15))
 	f := newFixture(t, types, staticPool("fixed", 3))
 	np := &karpv1.NodePool{}
 	if err := f.kube.Get(context.Background(), client.ObjectKey{Name: "fixed"}, np); err != nil {
@@ -65,7 +64,7 @@ func TestLaunchStaticSaysWhyNoOfferingFits(t *testing.T) {
 	unmet := staticPool("unmet", 1)
 	unmet.Spec.Template.Spec.Requirements = append(unmet.Spec.Template.Spec.Requirements, karpv1.NodeSelectorRequirementWithMinValues{
 		Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"x.huge"}})
-	f := newFixture(t, fakeInstanceTypes{types: []*cloudprovider.InstanceType{instanceType("m.large", 2, 8, 0.1)}}, unmet)
+	f := newFixture(t, selling(instanceType("m.large", 2, 8, 0.1)), unmet)
 	np := &karpv1.NodePool{}
 	if err := f.kube.Get(context.Background(), client.ObjectKey{Name: "unmet"}, np); err != nil {
 		t.Fatal(err)
@@ -84,7 +83,7 @@ func TestLaunchStaticSaysWhyNoOfferingFits(t *testing.T) {
 func TestPendingPodsGetNoCapacityFromStaticNodePools(t *testing.T) {
 	for _, gate := range []bool{true, false} {
 		t.Run(fmt.Sprintf("StaticCapacity=%t", gate), func(t *testing.T) {
-			types := fakeInstanceTypes{types: []*cloudprovider.InstanceType{instanceType("m.large", 2, 8, 0.1)}}
+			types := selling(instanceType("m.large", 2, 8, 0.1))
 			f := newFixture(t, types, pool("fixed", func(np *karpv1.NodePool) { np.Spec.Replicas = ptr.To[int64](2) }))
 			f.prov = New(f.kube, types, f.tracker, noTrigger{}, f.recorder, Options{Clock: clock.RealClock{}, ReplanWindow: DefaultReplanWindow, StaticCapacity: gate})
 			p := f.pod(t, "web", "1")

@@ -2,28 +2,21 @@ package garbagecollection
 
 import (
 	"context"
-	"net/http/httptest"
-	"strings"
+	"errors"
 	"sync"
 	"testing"
 	"time"
 
-	awssdk "github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
-	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -31,11 +24,11 @@ import (
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	apischeme "github.com/tailor-autoscaler/tailor/provisioner/apis/scheme"
-	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/fake"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/drain"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/termination"
-	"github.com/tailor-autoscaler/tailor/test/localaws"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
 )
 
@@ -45,73 +38,37 @@ func TestMain(m *testing.M) {
 	testenv.Main(m, &cfg, nil)
 }
 
-const cluster = "gc-test"
-
-// fixture is the controller on a real API server and the AWS provider against the local
-// endpoint through the real SDK; the controller and the endpoint share a fake clock.
+// fixture is the controller on a real API server and an in-memory cloud; they share a
+// fake clock.
 type fixture struct {
 	ctx      context.Context
 	kube     client.Client
 	clock    *clocktesting.FakeClock
-	endpoint *localaws.Server
-	provider *aws.Provider
-	ec2      *ec2.Client
+	cloud    *fake.CloudProvider
 	gc       *Controller
 	recorder *eventLog
-	image    string
-	subnet   string
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	logger, ctx := ktesting.NewTestContext(t)
+	_, ctx := ktesting.NewTestContext(t)
 	kube, err := client.New(cfg, client.Options{Scheme: apischeme.New()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// NodeClaim creation times come from the API server's clock: the fake one starts there.
 	clk := clocktesting.NewFakeClock(time.Now())
-	server, err := localaws.New(localaws.Options{ClusterName: cluster, Clock: clk, Logger: logger, ShutdownDelay: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	httpServer := httptest.NewServer(server)
-	t.Cleanup(httpServer.Close)
-	awsCfg := awssdk.Config{
-		Region:       "us-east-1",
-		Credentials:  credentials.NewStaticCredentialsProvider("AKIDLOCAL", "local-secret", ""),
-		BaseEndpoint: awssdk.String(httpServer.URL),
-		Retryer: func() awssdk.Retryer {
-			return retry.NewStandard(func(o *retry.StandardOptions) {
-				o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
-			})
-		},
-	}
-	clients := aws.NewClients(awsCfg)
-	provider, err := aws.New(aws.Options{
-		Cluster:           aws.ClusterInfo{Name: cluster, Endpoint: "https://127.0.0.1:6443", CABundle: "Y2E=", ServiceCIDR: "10.100.0.0/16"},
-		Region:            "us-east-1",
-		KubernetesVersion: localaws.DefaultKubernetesVersion,
-	}, clients, kube, kube, clock.RealClock{}) // its batching windows are short real waits
-	if err != nil {
-		t.Fatal(err)
-	}
+	cloud := fake.New(clk)
+	cloud.SetInstanceTypes(&cloudprovider.InstanceType{
+		Name:      "m5.large",
+		Capacity:  corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("29")},
+		Offerings: []cloudprovider.Offering{{Zone: "us-east-1a", CapacityType: karpv1.CapacityTypeOnDemand, Price: 0.096, Available: true}},
+	})
 	recorder := &eventLog{}
-	gc, err := NewController(kube, kube, provider, recorder, clk, Options{})
+	gc, err := NewController(kube, kube, cloud, recorder, clk, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{ctx: ctx, kube: kube, clock: clk, endpoint: server, provider: provider, ec2: clients.EC2, gc: gc, recorder: recorder}
-	param, err := clients.SSM.GetParameter(ctx, &ssm.GetParameterInput{Name: awssdk.String("/aws/service/eks/optimized-ami/" + localaws.DefaultKubernetesVersion + "/amazon-linux-2023/x86_64/standard/recommended/image_id")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.image = awssdk.ToString(param.Parameter.Value)
-	subnets, err := f.ec2.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{})
-	if err != nil || len(subnets.Subnets) == 0 {
-		t.Fatalf("describing subnets: %v", err)
-	}
-	f.subnet = awssdk.ToString(subnets.Subnets[0].SubnetId)
 	t.Cleanup(func() {
 		claims := &karpv1.NodeClaimList{}
 		_ = kube.List(context.Background(), claims)
@@ -122,41 +79,18 @@ func newFixture(t *testing.T) *fixture {
 			_ = kube.Delete(context.Background(), nc)
 		}
 	})
-	return f
+	return &fixture{ctx: ctx, kube: kube, clock: clk, cloud: cloud, gc: gc, recorder: recorder}
 }
 
-// launch starts an instance tagged as this cluster's for the NodeClaim name, as the provider
-// tags them, and returns its provider ID.
+// launch starts an instance for the NodeClaim name, which the API server need not have, and
+// returns its provider ID.
 func (f *fixture) launch(t *testing.T, nodeClaim string) string {
 	t.Helper()
-	lt, err := f.ec2.CreateLaunchTemplate(f.ctx, &ec2.CreateLaunchTemplateInput{
-		LaunchTemplateName: awssdk.String("lt-" + nodeClaim),
-		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: awssdk.String(f.image)},
-	})
+	nc, err := f.cloud.Create(f.ctx, &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: nodeClaim}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := f.ec2.CreateFleet(f.ctx, &ec2.CreateFleetInput{
-		Type: ec2types.FleetTypeInstant,
-		LaunchTemplateConfigs: []ec2types.FleetLaunchTemplateConfigRequest{{
-			LaunchTemplateSpecification: &ec2types.FleetLaunchTemplateSpecificationRequest{LaunchTemplateId: lt.LaunchTemplate.LaunchTemplateId, Version: awssdk.String("$Latest")},
-			Overrides:                   []ec2types.FleetLaunchTemplateOverridesRequest{{InstanceType: ec2types.InstanceTypeM5Large, SubnetId: awssdk.String(f.subnet)}},
-		}},
-		TargetCapacitySpecification: &ec2types.TargetCapacitySpecificationRequest{TotalTargetCapacity: awssdk.Int32(1), DefaultTargetCapacityType: ec2types.DefaultTargetCapacityTypeOnDemand},
-		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: []ec2types.Tag{
-			{Key: awssdk.String("kubernetes.io/cluster/" + cluster), Value: awssdk.String("owned")},
-			{Key: awssdk.String("karpenter.sh/nodeclaim"), Value: awssdk.String(nodeClaim)},
-		}}},
-	})
-	if err != nil || len(out.Instances) != 1 {
-		t.Fatalf("launching: %v %+v", err, out)
-	}
-	described, err := f.ec2.DescribeInstances(f.ctx, &ec2.DescribeInstancesInput{InstanceIds: out.Instances[0].InstanceIds})
-	if err != nil {
-		t.Fatal(err)
-	}
-	inst := described.Reservations[0].Instances[0]
-	return aws.ProviderID(awssdk.ToString(inst.Placement.AvailabilityZone), awssdk.ToString(inst.InstanceId))
+	return nc.Status.ProviderID
 }
 
 // nodeClaim creates a NodeClaim with the termination finalizer; a provider ID marks it
@@ -196,7 +130,7 @@ func (f *fixture) states(t *testing.T, providerIDs ...string) map[string]string 
 	t.Helper()
 	out := map[string]string{}
 	for _, id := range providerIDs {
-		_, err := f.provider.Get(f.ctx, id)
+		_, err := f.cloud.Get(f.ctx, id)
 		switch {
 		case err == nil:
 			out[id] = "live"
@@ -246,7 +180,6 @@ func TestOrphanedInstancesAreTerminatedAfterTheGrace(t *testing.T) {
 
 	f.clock.Step(2 * time.Second)
 	f.collect(t)
-	f.clock.Step(time.Second) // the shutdown delay of the local endpoint
 	want[orphan] = "gone"
 	if diff := cmp.Diff(want, f.states(t, orphan, owned, launching)); diff != "" {
 		t.Errorf("after the grace (-want +got):\n%s", diff)
@@ -261,32 +194,30 @@ func TestOrphanedInstancesAreTerminatedAfterTheGrace(t *testing.T) {
 	}
 }
 
-// TestAnOrphanThatCannotBeTerminatedIsTriedWithBackoff denies TerminateInstances for good:
+// TestAnOrphanThatCannotBeTerminatedIsTriedWithBackoff denies its termination for good:
 // the passes every 30 s try the orphan at most 7 times in its first ten minutes, then once
 // every five, and the NodeClaims' collection goes on meanwhile.
 func TestAnOrphanThatCannotBeTerminatedIsTriedWithBackoff(t *testing.T) {
 	f := newFixture(t)
 	orphan := f.launch(t, "deleted-claim")
-	if err := f.endpoint.SetFaults(localaws.Faults{FailActions: map[string]localaws.ActionFailure{"TerminateInstances": {Code: "UnauthorizedOperation"}}}); err != nil {
-		t.Fatal(err)
-	}
+	denied := errors.New("terminating instance: UnauthorizedOperation")
+	f.cloud.FailDeletes(fake.Always, denied)
 	f.clock.Step(DefaultOrphanGrace)
-	f.endpoint.ResetRequestCounts()
 	start := f.clock.Now()
 	var attempts []time.Duration
 	for f.clock.Since(start) <= 20*time.Minute {
-		before := f.endpoint.RequestCounts()["TerminateInstances"]
-		if err := f.gc.Collect(f.ctx); err != nil && !strings.Contains(err.Error(), "UnauthorizedOperation") {
+		before := len(f.cloud.Calls().Delete)
+		if err := f.gc.Collect(f.ctx); err != nil && !errors.Is(err, denied) {
 			t.Fatal(err)
 		}
-		if f.endpoint.RequestCounts()["TerminateInstances"] > before {
+		if len(f.cloud.Calls().Delete) > before {
 			attempts = append(attempts, f.clock.Since(start))
 		}
 		f.clock.Step(DefaultPeriod)
 	}
 	want := []time.Duration{0, 30 * time.Second, 60 * time.Second, 90 * time.Second, 150 * time.Second, 240 * time.Second, 420 * time.Second, 720 * time.Second, 1020 * time.Second}
 	if diff := cmp.Diff(want, attempts); diff != "" {
-		t.Errorf("times of the TerminateInstances attempts (-want +got):\n%s", diff)
+		t.Errorf("times of the termination attempts (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(map[string]string{orphan: "live"}, f.states(t, orphan)); diff != "" {
 		t.Errorf("instance state (-want +got):\n%s", diff)
@@ -297,14 +228,13 @@ func TestNodeClaimsWhoseInstanceIsGoneAreDeletedAndReleased(t *testing.T) {
 	f := newFixture(t)
 	gone := f.launch(t, "gone")
 	f.nodeClaim(t, "gone", gone)
-	never := f.nodeClaim(t, "never-existed", "aws:///us-east-1a/i-00000000000000dead")
+	never := f.nodeClaim(t, "never-existed", "fake:///us-east-1a/i-dead")
 	live := f.launch(t, "live")
 	f.nodeClaim(t, "live", live)
 	// Someone terminates the instance behind Tailor's back.
-	if _, err := f.ec2.TerminateInstances(f.ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{gone[strings.LastIndex(gone, "/")+1:]}}); err != nil {
-		t.Fatal(err)
+	if !f.cloud.Terminate(gone) {
+		t.Fatalf("instance %s was not live", gone)
 	}
-	f.clock.Step(2 * time.Second)
 
 	f.collect(t)
 	if diff := cmp.Diff(map[string]bool{"gone": true, "never-existed": true, "live": false}, f.deleting(t, "gone", "never-existed", "live")); diff != "" {
@@ -314,7 +244,7 @@ func TestNodeClaimsWhoseInstanceIsGoneAreDeletedAndReleased(t *testing.T) {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
 	// Termination does not wait for an instance that is not there: it releases at once.
-	term := termination.NewController(f.kube, f.kube, f.provider, drain.New(f.kube, f.kube, kubernetes.NewForConfigOrDie(cfg)), record.NewFakeRecorder(10), f.clock)
+	term := termination.NewController(f.kube, f.kube, f.cloud, drain.New(f.kube, f.kube, kubernetes.NewForConfigOrDie(cfg)), record.NewFakeRecorder(10), f.clock)
 	for _, name := range []string{"gone", never.Name} {
 		res, err := term.Reconcile(f.ctx, reconcile.Request{NamespacedName: client.ObjectKey{Name: name}})
 		if err != nil || res.RequeueAfter != 0 {

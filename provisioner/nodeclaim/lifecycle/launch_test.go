@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
@@ -19,6 +20,7 @@ import (
 	awsv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/aws/v1"
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/fake"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
 )
 
@@ -29,6 +31,22 @@ var (
 
 func TestMain(m *testing.M) {
 	testenv.Main(m, &restConfig, &kube)
+}
+
+// cloudSelling is an in-memory cloud that sells an amd64 m7i.large with the offerings, an
+// on-demand one in us-east-1a when none are given.
+func cloudSelling(offerings ...cloudprovider.Offering) *fake.CloudProvider {
+	if len(offerings) == 0 {
+		offerings = []cloudprovider.Offering{{Zone: "us-east-1a", CapacityType: karpv1.CapacityTypeOnDemand, Price: 0.1008, Available: true}}
+	}
+	c := fake.New(nil)
+	c.SetInstanceTypes(&cloudprovider.InstanceType{
+		Name:      "m7i.large",
+		Labels:    map[string]string{corev1.LabelArchStable: "amd64", corev1.LabelOSStable: "linux"},
+		Capacity:  corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("29")},
+		Offerings: offerings,
+	})
+	return c
 }
 
 // launcher starts the sidecar's shutdown in the middle of a launch, records whether the
@@ -85,22 +103,6 @@ func TestLaunchFinishesWhileTheSidecarShutsDown(t *testing.T) {
 	}
 }
 
-// pricedLauncher launches every NodeClaim as an instance of the given price.
-type pricedLauncher struct{ price *karpv1.Price }
-
-func (l pricedLauncher) Create(_ context.Context, nc *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
-	out := nc.DeepCopy()
-	out.Labels = map[string]string{corev1.LabelInstanceTypeStable: "m7i.xlarge"}
-	out.Status.ProviderID = "aws:///us-east-1a/i-0123456789abcdef3"
-	out.Status.NodeName = "ip-10-0-0-3.ec2.internal"
-	out.Status.Price = l.price
-	return out, nil
-}
-
-func (pricedLauncher) Adopt(context.Context, *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
-	return nil, nil
-}
-
 // TestALaunchRecordsWhatTheNodeCosts launches a NodeClaim planned as a type whose DaemonSet
 // pods took a tenth of the instance as a type twice as dear: its status.price is the launched
 // node's, the DaemonSets' share split off as planned.
@@ -117,7 +119,10 @@ func TestALaunchRecordsWhatTheNodeCosts(t *testing.T) {
 	if err := kube.Create(context.Background(), nc); err != nil {
 		t.Fatal(err)
 	}
-	l := pricedLauncher{price: &karpv1.Price{PerHour: "0.207192", Instance: "0.2", Volumes: "0.002192", PublicIPv4: "0.005"}}
+	// The launched node: status.price {perHour: 0.207192, instance: 0.2, volumes: 0.002192, publicIPv4: 0.005}.
+	l := cloudSelling(cloudprovider.Offering{
+		Zone: "us-east-1a", CapacityType: karpv1.CapacityTypeOnDemand, Price: 0.2, NodeCosts: cloudprovider.NodeCosts{Volumes: 0.002192, PublicIPv4: 0.005}, Available: true,
+	})
 	c := NewController(kube, l, record.NewFakeRecorder(10), clocktesting.NewFakeClock(nc.CreationTimestamp.Time))
 	if _, err := c.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(nc)}); err != nil {
 		t.Fatal(err)
@@ -130,33 +135,6 @@ func TestALaunchRecordsWhatTheNodeCosts(t *testing.T) {
 	if diff := cmp.Diff(want, got.Status.Price); diff != "" {
 		t.Errorf("status.price (-want +got):\n%s", diff)
 	}
-}
-
-// countingLauncher launches every NodeClaim onto the same instance and counts the calls;
-// Adopt finds that instance once shown is set (a launch elsewhere finished).
-type countingLauncher struct {
-	calls, adopts int
-	shown         bool
-}
-
-func (l *countingLauncher) Create(_ context.Context, nc *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
-	l.calls++
-	return l.instance(nc), nil
-}
-
-func (l *countingLauncher) Adopt(_ context.Context, nc *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
-	l.adopts++
-	if !l.shown {
-		return nil, nil
-	}
-	return l.instance(nc), nil
-}
-
-func (l *countingLauncher) instance(nc *karpv1.NodeClaim) *karpv1.NodeClaim {
-	out := nc.DeepCopy()
-	out.Status.ProviderID = "aws:///us-east-1a/i-0123456789abcdef1"
-	out.Status.NodeName = "ip-10-0-0-2.ec2.internal"
-	return out
 }
 
 // TestALaunchAnotherSidecarBeganIsAdoptedNotRepeated reconciles NodeClaims whose launch
@@ -191,34 +169,39 @@ func TestALaunchAnotherSidecarBeganIsAdoptedNotRepeated(t *testing.T) {
 	}
 
 	nc, req := newClaim("in-flight")
-	l := &countingLauncher{}
+	l := cloudSelling()
 	clk := clocktesting.NewFakeClock(nc.CreationTimestamp.Time.Add(10 * time.Second))
 	c := NewController(kube, l, record.NewFakeRecorder(10), clk)
 	res, err := c.Reconcile(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.calls != 0 || l.adopts != 1 || res.RequeueAfter != inFlightPoll || providerID(req) != "" {
+	if calls := l.Calls(); len(calls.Create) != 0 || len(calls.Adopt) != 1 || res.RequeueAfter != inFlightPoll || providerID(req) != "" {
 		t.Fatalf("while the other launch may be in flight: %d launches, %d adoptions, requeue after %s, provider ID %q; want 0, 1, %s, none",
-			l.calls, l.adopts, res.RequeueAfter, providerID(req), inFlightPoll)
+			len(calls.Create), len(calls.Adopt), res.RequeueAfter, providerID(req), inFlightPoll)
 	}
-	l.shown = true
+	// The other sidecar's launch finishes.
+	other, err := l.Create(ctx, nc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := c.Reconcile(ctx, req); err != nil {
 		t.Fatal(err)
 	}
-	if l.calls != 0 || providerID(req) != "aws:///us-east-1a/i-0123456789abcdef1" {
-		t.Errorf("once the cloud shows the instance: %d launches, provider ID %q; want it adopted", l.calls, providerID(req))
+	// Its Create is the only one.
+	if launches := len(l.Calls().Create) - 1; launches != 0 || providerID(req) != other.Status.ProviderID {
+		t.Errorf("once the cloud shows the instance: %d launches, provider ID %q; want it adopted", launches, providerID(req))
 	}
 
 	_, req = newClaim("never-shown")
-	l = &countingLauncher{}
+	l = cloudSelling()
 	clk.Step(InFlightWindow)
 	c = NewController(kube, l, record.NewFakeRecorder(10), clk)
 	if _, err := c.Reconcile(ctx, req); err != nil {
 		t.Fatal(err)
 	}
-	if l.calls != 1 || providerID(req) == "" {
-		t.Errorf("past the window: %d launches, provider ID %q; want it launched", l.calls, providerID(req))
+	if launches := len(l.Calls().Create); launches != 1 || providerID(req) == "" {
+		t.Errorf("past the window: %d launches, provider ID %q; want it launched", launches, providerID(req))
 	}
 }
 
@@ -254,7 +237,7 @@ func TestAStaleCopyOfALaunchedNodeClaimLaunchesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := nc.DeepCopy()
-	l := &countingLauncher{}
+	l := cloudSelling()
 	clk := clocktesting.NewFakeClock(nc.CreationTimestamp.Time)
 	c := NewController(kube, l, record.NewFakeRecorder(10), clk)
 	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(nc)}
@@ -266,8 +249,8 @@ func TestAStaleCopyOfALaunchedNodeClaimLaunchesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.calls != 1 || res.RequeueAfter <= 0 {
-		t.Errorf("a stale copy: %d launches, requeued after %s; want 1 launch and a requeue", l.calls, res.RequeueAfter)
+	if launches := len(l.Calls().Create); launches != 1 || res.RequeueAfter <= 0 {
+		t.Errorf("a stale copy: %d launches, requeued after %s; want 1 launch and a requeue", launches, res.RequeueAfter)
 	}
 	fresh := &karpv1.NodeClaim{}
 	if err := kube.Get(ctx, req.NamespacedName, fresh); err != nil {
@@ -278,15 +261,11 @@ func TestAStaleCopyOfALaunchedNodeClaimLaunchesNothing(t *testing.T) {
 	}
 }
 
-// failingLauncher fails every launch with its error.
-type failingLauncher struct{ err error }
-
-func (l failingLauncher) Create(context.Context, *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
-	return nil, l.err
-}
-
-func (l failingLauncher) Adopt(context.Context, *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
-	return nil, nil
+// failingCloud fails every launch with err.
+func failingCloud(err error) *fake.CloudProvider {
+	c := cloudSelling()
+	c.FailCreates(fake.Always, err)
+	return c
 }
 
 // TestALaunchIntoFullSubnetsIsReportedOnTheNodePool: when every subnet is out of addresses,
@@ -315,7 +294,7 @@ func TestALaunchIntoFullSubnetsIsReportedOnTheNodePool(t *testing.T) {
 	}
 	err := cloudprovider.NewInsufficientCapacityError(fmt.Errorf(`EC2NodeClass "default": %w: subnet-a (us-east-1a)`, cloudprovider.ErrSubnetsFull))
 	recorder := record.NewFakeRecorder(10)
-	c := NewController(kube, failingLauncher{err: err}, recorder, clocktesting.NewFakeClock(nc.CreationTimestamp.Time))
+	c := NewController(kube, failingCloud(err), recorder, clocktesting.NewFakeClock(nc.CreationTimestamp.Time))
 	if _, err := c.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(nc)}); err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +320,7 @@ func TestLaunchConditions(t *testing.T) {
 	}{
 		{
 			name:     "launched, awaiting its node",
-			launcher: &countingLauncher{},
+			launcher: cloudSelling(),
 			want: []condition{
 				{"Launched", "True", "Launched", ""},
 				{"Registered", "Unknown", "NodeNotFound", "Node not registered with cluster"},
@@ -351,7 +330,7 @@ func TestLaunchConditions(t *testing.T) {
 		},
 		{
 			name:     "a launch that failed and is tried again",
-			launcher: failingLauncher{err: errors.New("creating fleet: EC2 CreateFleet: UnauthorizedOperation")},
+			launcher: failingCloud(errors.New("creating fleet: EC2 CreateFleet: UnauthorizedOperation")),
 			want: []condition{
 				{"Launched", "Unknown", "LaunchFailed", "creating fleet: EC2 CreateFleet: UnauthorizedOperation"},
 				{"Registered", "Unknown", "AwaitingReconciliation", "object is awaiting reconciliation"},

@@ -14,22 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 )
-
-// labelsLauncher launches with the labels given.
-type labelsLauncher struct{ labels map[string]string }
-
-func (l labelsLauncher) Create(_ context.Context, nc *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
-	out := nc.DeepCopy()
-	out.Labels = l.labels
-	out.Status.ProviderID = "aws:///us-east-1a/i-0123456789abcdef2"
-	out.Status.NodeName = "ip-10-0-0-3.ec2.internal"
-	return out, nil
-}
-
-func (l labelsLauncher) Adopt(context.Context, *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
-	return nil, nil
-}
 
 // TestALaunchKeepsThePlannedReservationOnlyWhenItLaunchedIntoIt: a NodeClaim planned into a
 // capacity reservation keeps its reservation labels when it launched there, and loses them
@@ -39,12 +25,13 @@ func TestALaunchKeepsThePlannedReservationOnlyWhenItLaunchedIntoIt(t *testing.T)
 		karpv1.CapacityTypeLabelKey: "reserved", karpv1.CapacityReservationIDLabelKey: "cr-0000000000000000a", karpv1.CapacityReservationTypeLabelKey: "default",
 	}
 	tests := []struct {
-		name     string
-		launched map[string]string
-		want     map[string]string
+		name string
+		// full has the reservation out of instances, so the launch is on-demand.
+		full bool
+		want map[string]string
 	}{
-		{name: "launched into the reservation", launched: reserved, want: reserved},
-		{name: "launched on-demand", launched: map[string]string{karpv1.CapacityTypeLabelKey: "on-demand"}, want: map[string]string{karpv1.CapacityTypeLabelKey: "on-demand"}},
+		{name: "launched into the reservation", want: reserved},
+		{name: "launched on-demand", full: true, want: map[string]string{karpv1.CapacityTypeLabelKey: "on-demand"}},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -61,7 +48,11 @@ func TestALaunchKeepsThePlannedReservationOnlyWhenItLaunchedIntoIt(t *testing.T)
 			if err := kube.Create(ctx, nc); err != nil {
 				t.Fatal(err)
 			}
-			c := NewController(kube, labelsLauncher{labels: tt.launched}, record.NewFakeRecorder(10), clocktesting.NewFakeClock(nc.CreationTimestamp.Time))
+			cloud := cloudSelling(
+				cloudprovider.Offering{Zone: "us-east-1a", CapacityType: karpv1.CapacityTypeReserved, ReservationID: "cr-0000000000000000a", ReservationType: "default", Price: 0.01, Available: !tt.full},
+				cloudprovider.Offering{Zone: "us-east-1a", CapacityType: karpv1.CapacityTypeOnDemand, Price: 0.1008, Available: true},
+			)
+			c := NewController(kube, cloud, record.NewFakeRecorder(10), clocktesting.NewFakeClock(nc.CreationTimestamp.Time))
 			if _, err := c.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(nc)}); err != nil {
 				t.Fatal(err)
 			}

@@ -62,3 +62,26 @@ func TestNamesPageListsTheLaunchLimitsCondition(t *testing.T) {
 		}
 	}
 }
+
+// TestKindOfTellsMetricsWithTheSameMethodsApart: a Gauge has a Counter's methods, and a
+// Histogram and a Summary have the same ones; each is named by what it writes.
+func TestKindOfTellsMetricsWithTheSameMethodsApart(t *testing.T) {
+	tests := []struct {
+		c    prometheus.Collector
+		want string
+	}{
+		{prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"}), "gauge"},
+		{prometheus.NewCounter(prometheus.CounterOpts{Name: "c"}), "counter"},
+		{prometheus.NewHistogram(prometheus.HistogramOpts{Name: "h"}), "histogram"},
+		{prometheus.NewSummary(prometheus.SummaryOpts{Name: "s"}), "summary"},
+		{prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "gv"}, []string{"l"}), "gauge"},
+		{prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cv"}, []string{"l"}), "counter"},
+		{prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "hv"}, []string{"l"}), "histogram"},
+		{prometheus.NewSummaryVec(prometheus.SummaryOpts{Name: "sv"}, []string{"l"}), "summary"},
+	}
+	for _, tt := range tests {
+		if got := kindOf(tt.c, "x"); got != tt.want {
+			t.Errorf("kindOf(%T) = %q, want %q", tt.c, got, tt.want)
+		}
+	}
+}

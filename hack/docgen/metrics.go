@@ -9,6 +9,7 @@ import (
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"k8s.io/utils/clock"
 
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws"
@@ -45,23 +46,37 @@ type metric struct {
 // place client_golang shows them.
 var descFields = regexp.MustCompile(`^Desc\{fqName: ("(?:[^"\\]|\\.)*"), help: ("(?:[^"\\]|\\.)*"), constLabels: \{[^}]*\}, variableLabels: \{([^}]*)\}\}$`)
 
-// kindOf is a collector's metric type: a counter, gauge, histogram or summary by its Go
-// type; the gRPC server's by the family's name; Tailor's own collectors report gauges.
+// kindOf is a collector's metric type: of a vector by its Go type, of a single metric by
+// what it writes (a Gauge has every method of a Counter, and a Histogram and a Summary the
+// same methods, so their interfaces cannot tell them apart); the gRPC server's by the
+// family's name; Tailor's own collectors report gauges.
 func kindOf(c prometheus.Collector, name string) string {
-	switch c.(type) {
-	case prometheus.Counter, *prometheus.CounterVec:
+	switch c := c.(type) {
+	case *prometheus.CounterVec:
 		return "counter"
-	case prometheus.Gauge, *prometheus.GaugeVec:
+	case *prometheus.GaugeVec:
 		return "gauge"
-	case prometheus.Histogram, *prometheus.HistogramVec:
+	case *prometheus.HistogramVec:
 		return "histogram"
-	case prometheus.Summary, *prometheus.SummaryVec:
+	case *prometheus.SummaryVec:
 		return "summary"
 	case *grpcprom.ServerMetrics:
 		if strings.HasSuffix(name, "_seconds") {
 			return "histogram"
 		}
 		return "counter"
+	case prometheus.Metric:
+		var m dto.Metric
+		if err := c.Write(&m); err == nil {
+			switch {
+			case m.Counter != nil:
+				return "counter"
+			case m.Histogram != nil:
+				return "histogram"
+			case m.Summary != nil:
+				return "summary"
+			}
+		}
 	}
 	return "gauge"
 }

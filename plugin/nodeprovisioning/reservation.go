@@ -229,7 +229,7 @@ func amounts(r fwk.Resource) map[v1.ResourceName]int64 {
 	return out
 }
 
-// ScoreExtensions: scores are already 0 or MaxNodeScore.
+// ScoreExtensions returns nil: scores are already 0 or MaxNodeScore.
 func (pl *NodeProvisioning) ScoreExtensions() fwk.ScoreExtensions { return nil }
 
 // running counts the node's pods of the controller, those assumed bound included.

@@ -130,7 +130,7 @@ func NewController(kube client.Client, api client.Reader, cluster ClusterReader,
 	return c
 }
 
-// NeedLeaderElection: only the leader disrupts.
+// NeedLeaderElection returns true: only the leader disrupts.
 func (c *Controller) NeedLeaderElection() bool { return true }
 
 // Start runs passes until ctx ends.

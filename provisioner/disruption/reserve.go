@@ -52,9 +52,9 @@ func (c *Controller) reserve(ctx context.Context, d Decision, replacementNodes [
 	for _, p := range d.Placements {
 		add(p.Node.Node.Name, p.Pods)
 		kept[p.Node.Node.Name] = p.Node
-		if logger.V(2).Enabled() {
+		if logger := logger.V(2); logger.Enabled() {
 			free := plannedFree(p)
-			logger.V(2).Info("reserving room on a node the pods move onto", "node", p.Node.Node.Name,
+			logger.Info("reserving room on a node the pods move onto", "node", p.Node.Node.Name,
 				"running", len(p.Node.Pods), "moving", len(p.Pods), "freeMilliCPU", free.Cpu().MilliValue(), "freeMemory", free.Memory().Value())
 		}
 	}

@@ -25,7 +25,7 @@ import (
 // Label is the pod label that names a pod's PodGroup, Coscheduling's.
 const Label = schedv1alpha1.PodGroupLabel
 
-// SingleZoneAnnotation, set to "true" on a PodGroup, keeps its gang in one zone: the zone
+// SingleZoneAnnotation is the PodGroup annotation that, set to "true", keeps its gang in one zone: the zone
 // where capacity for all of it costs least. Distributed jobs pay for traffic between zones.
 const SingleZoneAnnotation = "tailor.sh/single-zone"
 

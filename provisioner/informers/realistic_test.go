@@ -198,7 +198,7 @@ func realisticNode(name string, i int, labels map[string]string, taints []corev1
 			NodeInfo: corev1.NodeSystemInfo{
 				MachineID: fmt.Sprintf("ec2%029x", i), SystemUUID: fmt.Sprintf("ec2%05x-0000-0000-0000-%012x", i, i), BootID: fmt.Sprintf("%08x-1111-2222-3333-%012x", i, i),
 				KernelVersion: "6.1.119-129.201.amzn2023.x86_64", OSImage: "Amazon Linux 2023.6.20241212",
-				ContainerRuntimeVersion: "containerd://1.7.23", KubeletVersion: "v1.34.2-eks-b3126f4", KubeProxyVersion: "v1.34.2-eks-b3126f4",
+				ContainerRuntimeVersion: "containerd://1.7.23", KubeletVersion: "v1.34.2-eks-b3126f4",
 				OperatingSystem: "linux", Architecture: labels[corev1.LabelArchStable],
 			},
 			Images:          images,

@@ -113,11 +113,11 @@ func (r Rejection) String() string {
 type State int
 
 const (
-	// Free: plan the pod.
+	// Free means: plan the pod.
 	Free State = iota
-	// BackingOff: plan the pod once Verdict.Until has passed.
+	// BackingOff means: plan the pod once Verdict.Until has passed.
 	BackingOff
-	// Limited: launch nothing more for the pod until its version changes.
+	// Limited means: launch nothing more for the pod until its version changes.
 	Limited
 )
 

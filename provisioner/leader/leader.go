@@ -131,7 +131,7 @@ func (l *Lock) Update(ctx context.Context, _ resourcelock.LeaderElectionRecord) 
 		return err
 	}
 	if holder := holderOf(lease); !l.ours(holder) {
-		return fmt.Errorf("Lease %s is held by %q: %w", l.Describe(), holder, ErrNotHeld)
+		return fmt.Errorf("the Lease %s is held by %q: %w", l.Describe(), holder, ErrNotHeld)
 	}
 	return nil
 }

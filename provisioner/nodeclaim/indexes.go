@@ -66,7 +66,7 @@ func NodeProviderID(o client.Object) []string {
 }
 
 // NodeClaimProviderID is the index function of NodeClaimProviderIDIndex.
-func NodeClaimProviderID(o client.Object) []string {
+func NodeClaimProviderID(o client.Object) []string { //nolint:revive // named as NodeProviderID and PodNodeName, the index functions of the other kinds
 	if id := o.(*karpv1.NodeClaim).Status.ProviderID; id != "" {
 		return []string{id}
 	}
@@ -74,7 +74,7 @@ func NodeClaimProviderID(o client.Object) []string {
 }
 
 // NodeClaimInstanceID is the index function of NodeClaimInstanceIDIndex.
-func NodeClaimInstanceID(o client.Object) []string {
+func NodeClaimInstanceID(o client.Object) []string { //nolint:revive // named as NodeProviderID and PodNodeName, the index functions of the other kinds
 	id := o.(*karpv1.NodeClaim).Status.ProviderID
 	if i := strings.LastIndex(id, "/"); i >= 0 && i < len(id)-1 {
 		return []string{id[i+1:]}

@@ -18,7 +18,8 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 )
 
-// ReasonGangNotProvisioned: a gang's members do not all fit, so none of them gets capacity.
+// ReasonGangNotProvisioned is the event reason when a gang's members do not all fit, so
+// none of them gets capacity.
 const ReasonGangNotProvisioned = "GangNotProvisioned"
 
 // gangs are the gangs of a batch's pods.

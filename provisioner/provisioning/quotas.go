@@ -12,8 +12,8 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/quota"
 )
 
-// ReasonOverQuota: the pod's namespace has no room for it in its ElasticQuota, so the
-// scheduler would not place it on capacity launched for it.
+// ReasonOverQuota is the event reason when the pod's namespace has no room for it in its
+// ElasticQuota, so the scheduler would not place it on capacity launched for it.
 const ReasonOverQuota = "OverQuota"
 
 // admitted returns the submissions whose pods the namespaces' ElasticQuotas admit, and

@@ -50,7 +50,7 @@ type Options struct {
 	Out io.Writer
 }
 
-// DefaultWindow: up to four faults within the 20s after a phase starts, each up to 15s;
+// DefaultWindow allows up to four faults within the 20s after a phase starts, each up to 15s;
 // Deployments of up to 10 pods.
 var DefaultWindow = Window{Within: 20 * time.Second, MaxFaults: 4, MaxFor: 15 * time.Second, MaxReplicas: 10}
 

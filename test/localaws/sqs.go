@@ -231,7 +231,7 @@ func (q *sqsService) action(ctx context.Context, action string, body []byte, bas
 	case "DeleteMessageBatch":
 		var in struct {
 			QueueUrl string //nolint:revive // the wire name
-			Entries  []struct{ Id, ReceiptHandle string }
+			Entries  []deleteEntry
 		}
 		if err := decode(&in); err != nil {
 			return nil, err
@@ -499,6 +499,12 @@ func (q *sqsService) deleteLocked(queue *sqsQueue, receipt string) error {
 	return nil
 }
 
+// deleteEntry is an entry of DeleteMessageBatch.
+type deleteEntry struct {
+	Id            string //nolint:revive // the wire name
+	ReceiptHandle string
+}
+
 type batchResultEntry struct {
 	Id string //nolint:revive // the wire name
 }
@@ -510,7 +516,7 @@ type batchErrorEntry struct {
 	Message     string
 }
 
-func (q *sqsService) deleteBatch(url string, entries []struct{ Id, ReceiptHandle string }) (any, error) {
+func (q *sqsService) deleteBatch(url string, entries []deleteEntry) (any, error) {
 	if len(entries) == 0 {
 		return nil, newSQSError(sqsEmptyBatch, "There should be at least one DeleteMessageBatchRequestEntry in the request.")
 	}

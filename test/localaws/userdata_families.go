@@ -280,8 +280,8 @@ func powershellWords(line string) ([]string, error) {
 	inWord := false
 	for i := 0; i < len(line); i++ {
 		c := line[i]
-		switch {
-		case c == '\'':
+		switch c {
+		case '\'':
 			for i++; ; i++ {
 				if i >= len(line) {
 					return nil, errors.New("unterminated single quote")
@@ -297,7 +297,7 @@ func powershellWords(line string) ([]string, error) {
 				word.WriteByte(line[i])
 			}
 			inWord = true
-		case c == '"':
+		case '"':
 			end := strings.IndexByte(line[i+1:], '"')
 			if end < 0 {
 				return nil, errors.New("unterminated double quote")
@@ -305,7 +305,7 @@ func powershellWords(line string) ([]string, error) {
 			word.WriteString(line[i+1 : i+1+end])
 			i += end + 1
 			inWord = true
-		case c == ' ' || c == '\t' || c == '\r':
+		case ' ', '\t', '\r':
 			if inWord {
 				words = append(words, word.String())
 				word.Reset()

@@ -497,7 +497,7 @@ func (s *Stack) startAPIServer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	files := append(crds, m("rbac/namespace.yaml"), m("rbac/scheduler.yaml"), m("rbac/provisioner.yaml"))
+	files := slices.Concat(crds, []string{m("rbac/namespace.yaml"), m("rbac/scheduler.yaml"), m("rbac/provisioner.yaml")})
 	return applier.ApplyFiles(ctx, files...)
 }
 

@@ -528,7 +528,7 @@ func snapshot(ctx context.Context, kube client.Client, opts ScaleDownOptions, in
 		}
 		d := p.Labels[DeploymentLabel]
 		if len(kept[d]) == 0 {
-			return nil, fmt.Errorf("Deployment %s runs more pods than the scale-down keeps of it", d)
+			return nil, fmt.Errorf("the Deployment %s runs more pods than the scale-down keeps of it", d)
 		}
 		onNode[p.Spec.NodeName] = append(onNode[p.Spec.NodeName], kept[d][0])
 		kept[d] = kept[d][1:]

@@ -16,7 +16,7 @@ func ProviderID(zone, instanceID string) string { return instance.ProviderID(zon
 
 // InstanceIDOf extracts the instance id from a provider ID (aws:///zone/i-...), the inverse
 // of ProviderID.
-func InstanceIDOf(providerID string) (string, error) { return instance.InstanceIDOf(providerID) }
+func InstanceIDOf(providerID string) (string, error) { return instance.IDOf(providerID) }
 
 // Get returns the NodeClaim view of the instance with this provider ID.
 func (p *Provider) Get(ctx context.Context, providerID string) (*karpv1.NodeClaim, error) {

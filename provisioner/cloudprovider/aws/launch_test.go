@@ -561,7 +561,7 @@ func TestLaunchPricesChooseTheOnDemandTypeLaunched(t *testing.T) {
 				changed := *it
 				changed.Offerings = append([]cloudprovider.Offering(nil), it.Offerings...)
 				for j := range changed.Offerings {
-					changed.Offerings[j].Price += 1
+					changed.Offerings[j].Price++
 				}
 				out[i] = &changed
 			}

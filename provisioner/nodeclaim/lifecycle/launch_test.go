@@ -170,7 +170,7 @@ func TestALaunchAnotherSidecarBeganIsAdoptedNotRepeated(t *testing.T) {
 
 	nc, req := newClaim("in-flight")
 	l := cloudSelling()
-	clk := clocktesting.NewFakeClock(nc.CreationTimestamp.Time.Add(10 * time.Second))
+	clk := clocktesting.NewFakeClock(nc.CreationTimestamp.Add(10 * time.Second))
 	c := NewController(kube, l, record.NewFakeRecorder(10), clk)
 	res, err := c.Reconcile(ctx, req)
 	if err != nil {

@@ -137,7 +137,8 @@ func (cl *class) offer(index int, price float64, kappa []float64) {
 			kept = append(kept, f)
 		}
 	}
-	cl.front = append(kept, column{index: index, price: price, kappa: slices.Clone(kappa)})
+	kept = append(kept, column{index: index, price: price, kappa: slices.Clone(kappa)})
+	cl.front = kept
 }
 
 // reduce drops the front members of each class that a front member of a class with strictly

@@ -105,6 +105,7 @@ type Disruption struct {
 // +kubebuilder:validation:Enum:={Underutilized,Empty,Drifted}
 type DisruptionReason string
 
+// The reasons a budget may name.
 const (
 	DisruptionReasonUnderutilized DisruptionReason = "Underutilized"
 	DisruptionReasonEmpty         DisruptionReason = "Empty"

@@ -33,9 +33,9 @@ func ProviderID(zone, instanceID string) string {
 	return fmt.Sprintf("aws:///%s/%s", zone, instanceID)
 }
 
-// InstanceIDOf extracts the instance id from a provider ID (aws:///zone/i-...), the inverse
+// IDOf extracts the instance id from a provider ID (aws:///zone/i-...), the inverse
 // of ProviderID.
-func InstanceIDOf(providerID string) (string, error) {
+func IDOf(providerID string) (string, error) {
 	id := providerID[strings.LastIndex(providerID, "/")+1:]
 	if !strings.HasPrefix(providerID, "aws://") || !strings.HasPrefix(id, "i-") {
 		return "", fmt.Errorf("provider ID %q is not an EC2 instance (want aws:///<zone>/i-...)", providerID)
@@ -77,13 +77,14 @@ func (p *Provider) Describe(ctx context.Context, id string) (*ec2types.Instance,
 		return nil, fmt.Errorf("describing instance %s: %w", id, err)
 	}
 	for _, r := range out.Reservations {
-		for i := range r.Instances {
-			inst := &r.Instances[i]
-			if inst.State != nil && inst.State.Name == ec2types.InstanceStateNameTerminated {
-				return nil, cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("instance %s is terminated", id))
-			}
-			return inst, nil
+		if len(r.Instances) == 0 {
+			continue
 		}
+		inst := &r.Instances[0]
+		if inst.State != nil && inst.State.Name == ec2types.InstanceStateNameTerminated {
+			return nil, cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("instance %s is terminated", id))
+		}
+		return inst, nil
 	}
 	return nil, cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("instance %s not found", id))
 }

@@ -117,6 +117,8 @@ func sortOfferings(offerings []cloudprovider.Offering) {
 	})
 }
 
+// ValidateVMMemoryOverhead returns an error unless percent, the share of memory the VM
+// keeps from the kubelet, is in [0, 1).
 func ValidateVMMemoryOverhead(percent float64) error {
 	if percent < 0 || percent >= 1 {
 		return fmt.Errorf("vm memory overhead percent %v must be in [0, 1)", percent)

@@ -171,7 +171,7 @@ func mimeUserData(custom, customType string, parts ...mimePart) (string, error) 
 		if err != nil {
 			return "", err
 		}
-		all = append(own, parts...)
+		all = slices.Concat(own, parts)
 	} else {
 		all = parts
 	}

@@ -41,14 +41,14 @@ func main() {
 	if *report == "" {
 		*report = filepath.Join(*root, "_output", "bench", "chaos.json")
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if err := os.RemoveAll(*dir); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	fmt.Printf("chaos: %d trials from seed %d on %d stacks\n", *trials, *seed, *stacks)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	r, err := chaos.Run(ctx, chaos.Options{Root: *root, Dir: *dir, Trials: *trials, Seed: *seed, Stacks: *stacks, Out: os.Stdout})
+	stop()
 	if r != nil {
 		r.Print(os.Stdout)
 		if werr := r.Write(*report); werr != nil {

@@ -42,31 +42,32 @@ func main() {
 	queues := flag.String("queues", "", "Comma-separated names of SQS queues to create at start, e.g. an interruption queue.")
 	flag.Parse()
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	logger := klog.Background()
 	eks := localaws.EKSCluster{Endpoint: *clusterEndpoint, ServiceIPv4CIDR: *serviceCIDR}
 	if *clusterCAFile != "" {
 		pem, err := os.ReadFile(*clusterCAFile)
 		if err != nil {
-			klog.ErrorS(err, "Reading --cluster-ca-file")
-			klog.FlushAndExit(klog.ExitFlushTimeout, 1)
+			logger.Error(err, "reading --cluster-ca-file")
+			os.Exit(1)
 		}
 		eks.CertificateAuthority = base64.StdEncoding.EncodeToString(pem)
 	}
-	if err := run(ctx, *listen, *addressFile, *kubeconfig, localaws.Options{
+	ctx, stop := signal.NotifyContext(klog.NewContext(context.Background(), logger), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, *listen, *addressFile, *kubeconfig, localaws.Options{
 		ClusterName:       *clusterName,
 		LaunchDelay:       *launchDelay,
 		BootDelay:         *bootDelay,
 		ShutdownDelay:     *shutdownDelay,
-		Logger:            klog.Background(),
+		Logger:            logger,
 		EKS:               eks,
 		SQS:               localaws.SQSOptions{SpotReclaimDelay: *spotReclaimDelay, Queues: splitList(*queues)},
 		KubernetesVersion: *kubernetesVersion,
-	}); err != nil {
-		klog.ErrorS(err, "tailor-local-aws failed")
-		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
+	})
+	stop()
+	if err != nil {
+		logger.Error(err, "tailor-local-aws failed")
+		os.Exit(1)
 	}
-	klog.Flush()
 }
 
 // run serves until the context is done.

@@ -63,11 +63,11 @@ func main() {
 	// The scale-down watches through controller-runtime's cache, which logs through this.
 	ctrllog.SetLogger(klog.Background())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	absRoot, err := filepath.Abs(*root)
 	if err == nil {
 		err = run(ctx, cmd, stackOptions{root: absRoot, bootDelay: *bootDelay, serverVersion: *serverVersion}, *dir, sd, sc)
 	}
+	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "tailor-dev "+cmd+": "+err.Error())
 		os.Exit(1)

@@ -261,7 +261,7 @@ func TestReservationCountFollowsTheInformer(t *testing.T) {
 	factory.Start(ctx.Done())
 	waitFor := func(what string, want bool) {
 		t.Helper()
-		if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
 			return c.none() == want, nil
 		}); err != nil {
 			t.Fatalf("%s: none() stayed %v", what, !want)

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -251,12 +252,9 @@ func consolidation(t *testing.T, e *env) {
 		t.Fatalf("the two pods run on %s and %s, want one node", pods[0].Spec.NodeName, pods[1].Spec.NodeName)
 	}
 	before := e.claimOf(t, pods[0].Spec.NodeName)
-	d, err := e.cs.AppsV1().Deployments(namespace).Get(e.ctx, "shrink", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Spec.Replicas = ptr.To[int32](1)
-	if _, err := e.cs.AppsV1().Deployments(namespace).Update(e.ctx, d, metav1.UpdateOptions{}); err != nil {
+	// A patch of the replicas alone: the Deployment controller updates the object's status
+	// meanwhile, which an update of the whole object would conflict with.
+	if _, err := e.cs.AppsV1().Deployments(namespace).Patch(e.ctx, "shrink", types.MergePatchType, []byte(`{"spec":{"replicas":1}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.eventually(t, 3*time.Minute, "the half-used NodeClaim "+before.Name+" replaced by a smaller one", func() (bool, error) {

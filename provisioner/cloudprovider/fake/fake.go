@@ -23,8 +23,8 @@ import (
 // ImageID is the status.imageID of every instance the fake launches.
 const ImageID = "fake-image"
 
-// Always, as the count of FailCreates or FailDeletes, fails every call until the count is
-// set again.
+// Always is the count of FailCreates or FailDeletes that fails every call until the count
+// is set again.
 const Always = -1
 
 // offeringLabels are the labels a launched instance takes from its offering (and its type's

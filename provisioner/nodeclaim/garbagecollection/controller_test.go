@@ -131,10 +131,9 @@ func (f *fixture) states(t *testing.T, providerIDs ...string) map[string]string 
 	out := map[string]string{}
 	for _, id := range providerIDs {
 		_, err := f.cloud.Get(f.ctx, id)
-		switch {
-		case err == nil:
+		if err == nil {
 			out[id] = "live"
-		default:
+		} else {
 			out[id] = "gone"
 		}
 	}

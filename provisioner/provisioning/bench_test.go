@@ -134,11 +134,14 @@ func cachedClient(b *testing.B, c *rest.Config) client.Client {
 			b.Fatal(err)
 		}
 	}
-	done := make(chan error)
-	go func() { done <- ca.Start(ctx) }()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = ca.Start(ctx) // what Start returns once cancelled says only that it stopped
+	}()
 	b.Cleanup(func() {
 		cancel()
-		_ = <-done // what Start returns once cancelled says only that it stopped
+		<-done
 	})
 	for _, obj := range ReadKinds() {
 		if _, err := ca.GetInformer(ctx, obj); err != nil {

@@ -503,11 +503,14 @@ func TestPricingOutage(t *testing.T) {
 	}
 	// The housekeeping of the leader, on the fake clock.
 	ctx, cancel := context.WithCancel(f.ctx)
-	done := make(chan error)
-	go func() { done <- f.provider.Start(ctx) }()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = f.provider.Start(ctx) // what Start returns once cancelled says only that it stopped
+	}()
 	t.Cleanup(func() {
 		cancel()
-		_ = <-done // what Start returns once cancelled says only that it stopped
+		<-done
 	})
 	tl := f.run(20*time.Minute, []string{"GetProducts"}, func() string { return f.provider.PriceSources().OnDemand })
 	attempts := checkBudget(t, tl, "GetProducts")

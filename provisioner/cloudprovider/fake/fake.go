@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
@@ -26,13 +27,6 @@ const ImageID = "fake-image"
 // Always is the count of FailCreates or FailDeletes that fails every call until the count
 // is set again.
 const Always = -1
-
-// offeringLabels are the labels a launched instance takes from its offering (and its type's
-// name), besides the type's own labels.
-var offeringLabels = []string{
-	corev1.LabelInstanceTypeStable, corev1.LabelTopologyZone, karpv1.ZoneIDLabelKey, karpv1.CapacityTypeLabelKey,
-	karpv1.CapacityReservationIDLabelKey, karpv1.CapacityReservationTypeLabelKey,
-}
 
 // Calls are the names of the NodeClaims the provider was asked to create, adopt and delete,
 // in the order asked, failed calls included.
@@ -164,14 +158,9 @@ func (p *CloudProvider) Create(_ context.Context, nodeClaim *karpv1.NodeClaim) (
 			Price:       cloudprovider.NewPriceParts(o.Price, o.NodeCosts, 0).APIPrice(),
 		},
 	}
-	for k, v := range it.Labels {
-		inst.Labels[k] = v
-	}
-	for _, k := range offeringLabels {
-		if v, ok := it.Label(o, k); ok {
-			inst.Labels[k] = v
-		}
-	}
+	maps.Copy(inst.Labels, it.Labels)
+	inst.Labels[corev1.LabelInstanceTypeStable] = it.Name
+	o.AddLabels(inst.Labels)
 	if np := nodeClaim.Labels[karpv1.NodePoolLabelKey]; np != "" {
 		inst.Labels[karpv1.NodePoolLabelKey] = np
 	}

@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -14,6 +15,8 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
+	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/tags"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 	"github.com/tailor-autoscaler/tailor/test/localaws"
 )
@@ -247,14 +250,28 @@ func TestWatchCountsBudgetViolationsOnceTheBudgetWasMet(t *testing.T) {
 }
 
 func TestWholeNodePricesAreTheNodeClaimsPricesAsLaunched(t *testing.T) {
-	live := []localaws.InstanceSummary{{ID: "i-1", PricePerHour: 0.5}, {ID: "i-2", PricePerHour: 0.25}}
-	claims := []karpv1.NodeClaim{{Status: karpv1.NodeClaimStatus{ProviderID: "aws:///us-east-1a/i-1",
-		Price: &karpv1.Price{PerHour: "0.5122", Instance: "0.5", Volumes: "0.0022", PublicIPv4: "0.01"}}}}
+	live := []localaws.InstanceSummary{
+		{ID: "i-1", PricePerHour: 0.5},
+		{ID: "i-2", PricePerHour: 0.25},
+		// Launched, its provider ID not written yet: its tag names its NodeClaim.
+		{ID: "i-3", PricePerHour: 0.75, Tags: map[string]string{tags.NodeClaim: "launching"}},
+		// Its NodeClaim is gone.
+		{ID: "i-4", PricePerHour: 1, Tags: map[string]string{tags.NodeClaim: "deleted"}},
+	}
+	planned, err := json.Marshal(cloudprovider.PriceParts{Instance: 0.75, Volumes: 0.003})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims := []karpv1.NodeClaim{
+		{Status: karpv1.NodeClaimStatus{ProviderID: "aws:///us-east-1a/i-1",
+			Price: &karpv1.Price{PerHour: "0.5122", Instance: "0.5", Volumes: "0.0022", PublicIPv4: "0.01"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "launching", Annotations: map[string]string{cloudprovider.PlannedPriceAnnotationKey: string(planned)}}},
+	}
 	prices, unpriced := WholeNodePrices(live, claims)
-	if diff := cmp.Diff(map[string]float64{"i-1": 0.5122, "i-2": 0.25}, prices, cmpopts.EquateApprox(0, 1e-9)); diff != "" {
+	if diff := cmp.Diff(map[string]float64{"i-1": 0.5122, "i-2": 0.25, "i-3": 0.753, "i-4": 1}, prices, cmpopts.EquateApprox(0, 1e-9)); diff != "" {
 		t.Errorf("prices (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"i-2"}, unpriced); diff != "" {
+	if diff := cmp.Diff([]string{"i-2", "i-4"}, unpriced); diff != "" {
 		t.Errorf("unpriced (-want +got):\n%s", diff)
 	}
 }

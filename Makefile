@@ -54,7 +54,7 @@ bench-scheduler: binaries ## Scheduler throughput on existing nodes with and wit
 	@hack/bench-scheduler.sh
 
 .PHONY: bench-scaledown
-bench-scaledown: binaries ## Scale webmix 2000→500 and diverse 1000→700 pods on the local stack: cost vs a fresh plan, nodes disrupted, evictions, PDB violations, time to converge. FEATURE_GATES=SpotToSpotConsolidation=true lets spot replace spot.
+bench-scaledown: binaries ## Scale webmix 2000→500 and diverse 1000→700 pods on the local stack: cost vs a fresh plan, nodes disrupted, evictions, PDB violations, time to converge; writes _output/bench/scaledown.json. FEATURE_GATES=SpotToSpotConsolidation=true lets spot replace spot.
 	_output/bin/tailor-dev scaledown $(if $(FEATURE_GATES),--feature-gates $(FEATURE_GATES))
 
 .PHONY: bench-scale

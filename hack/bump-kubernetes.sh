@@ -8,8 +8,8 @@
 #     release kubeadm of that Kubernetes names);
 #   - hack/lib.sh: controller-tools (the newest v0.<MINOR-15>.*) and code-generator;
 #   - hack/vulns-accepted.txt's k8s.io/kubernetes entries;
-#   - the chart's kubeVersion, and "Kubernetes 1.N" and "kube-scheduler 1.N" in the chart, the
-#     README, docs/ and the code's comments;
+#   - the chart's kubeVersion, and "Kubernetes 1.N", "kube-scheduler 1.N" and the kubeVersion
+#     quoted in the chart, the README, docs/ and the code's comments;
 # then tidies the module and regenerates (make generate). What is derived from the module
 # graph follows by itself: the local stack's binaries (cached by version), the version the
 # local endpoint serves (EKS, AMIs, SSM parameters), scheduler_perf, the images. It ends by
@@ -111,7 +111,8 @@ sed -i "s/^kubeVersion: .*/kubeVersion: \">=1.$minor.0-0\"/" manifests/charts/ta
 sed -i "s|k8s.io/kubernetes@$old |k8s.io/kubernetes@v$version |" hack/vulns-accepted.txt
 mapfile -t prose < <(git ls-files README.md 'docs/*.md' 'manifests/charts/*' '*.go' | grep -v -e '_test.go$' -e '^test/.*testdata/')
 sed -i -e "s/\bKubernetes 1\.$old_minor\b/Kubernetes 1.$minor/g" -e "s/\bkube-scheduler 1\.$old_minor\b/kube-scheduler 1.$minor/g" \
-  -e "s/\bKubernetes 1\.$old_minor or newer/Kubernetes 1.$minor or newer/g" "${prose[@]}"
+  -e "s/\bKubernetes 1\.$old_minor or newer/Kubernetes 1.$minor or newer/g" \
+  -e "s/kubeVersion: >=1\.$old_minor\.0-0/kubeVersion: >=1.$minor.0-0/g" "${prose[@]}"
 
 log "regenerating"
 make --no-print-directory generate

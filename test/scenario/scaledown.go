@@ -1389,7 +1389,11 @@ func PrintScaleDown(w io.Writer, r *ScaleDownResult) {
 	row("after / fresh", "×%.3f (target ≤ 1.05)", r.Ratio())
 	row("nodes disrupted", "%d (NodeClaims deleted after the scale-down)", r.NodesDisrupted)
 	row("NodeClaims created", "%d (replacements)", r.NodeClaimsCreated)
-	row("evictions", "%d", r.Evictions)
+	if rep := r.Report(); rep.EvictionsPerDollarSaved > 0 {
+		row("evictions", "%d, %.0f per $1/hour saved", r.Evictions, rep.EvictionsPerDollarSaved)
+	} else {
+		row("evictions", "%d", r.Evictions)
+	}
 	row("evicted twice", "%d pods evicted more than once (target 0)", r.EvictedTwice)
 	row("PDB violations", "%d (target 0)", r.PDBViolations)
 	if r.EvictionsBefore > 0 {

@@ -47,6 +47,7 @@ func main() {
 	fs.StringVar(&sd.snapshotDir, "snapshot-dir", "", "scaledown: write the start of consolidation (nodes and the workload's pods on them) to DIR/SHAPE-PODS-start.json, to replay in memory.")
 	fs.IntVar(&sd.provisionerVerbosity, "provisioner-v", 1, "scaledown: the sidecar's log verbosity (-v); 2 also logs the room each decision reserves per node.")
 	fs.StringVar(&sd.featureGates, "feature-gates", "", "scaledown, scale: the sidecar's --feature-gates (SpotToSpotConsolidation=true lets consolidation replace spot nodes with cheaper spot); empty keeps Karpenter's defaults.")
+	fs.StringVar(&sd.report, "scaledown-report", "_output/bench/scaledown.json", "scaledown: the JSON report (one entry per scale-down), relative to --root.")
 	fs.BoolVar(&sd.duringScaleDown, "consolidate-during-scale-down", false, "scaledown: turn consolidation on when the Deployments are scaled, while they still delete pods, instead of once they are done.")
 	var sc scaleFlags
 	fs.IntVar(&sc.nodes, "nodes", 0, fmt.Sprintf("scale: the node count to reach (%d); the pods follow at %.1f a node unless --pods is given.", scenario.ScaleNodes, scenario.ScalePodsPerNode))
@@ -181,6 +182,7 @@ type scaleDownFlags struct {
 	keep                                 string
 	consolidateAfter, disruptionInterval time.Duration
 	duringScaleDown, keepLogs            bool
+	report                               string
 	provisionerVerbosity                 int
 	snapshotDir                          string
 	featureGates                         string
@@ -255,6 +257,14 @@ func scaleDown(ctx context.Context, root string, bootDelay time.Duration, f scal
 			scenario.PrintScaleDown(os.Stdout, r)
 		}
 	}
+	report := f.report
+	if !filepath.IsAbs(report) {
+		report = filepath.Join(root, report)
+	}
+	if err := scenario.WriteScaleDownReports(report, results); err != nil {
+		return err
+	}
+	fmt.Printf("wrote %s\n", report)
 	if len(failed) > 0 {
 		return fmt.Errorf("did not converge with every kept pod running: %v", failed)
 	}

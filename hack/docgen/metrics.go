@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws"
+	"github.com/tailor-autoscaler/tailor/provisioner/deletioncost"
 	"github.com/tailor-autoscaler/tailor/provisioner/disruption"
 	"github.com/tailor-autoscaler/tailor/provisioner/interruption"
 	"github.com/tailor-autoscaler/tailor/provisioner/metrics"
@@ -27,7 +28,7 @@ import (
 func collectors() []prometheus.Collector {
 	var out []prometheus.Collector
 	for _, list := range [][]prometheus.Collector{
-		metrics.Collectors(), aws.Collectors(), disruption.Collectors(), interruption.Collectors(),
+		metrics.Collectors(), aws.Collectors(), disruption.Collectors(), deletioncost.Collectors(), interruption.Collectors(),
 		termination.Collectors(), garbagecollection.Collectors(),
 		{nodepool.NewCollector(nil), metrics.NewClusterCollector(nil, nil, clock.RealClock{}), lifecycle.NewWaitingCollector(nil, clock.RealClock{})},
 	} {

@@ -44,7 +44,7 @@ var Layers = []Layer{
 		"provisioner/packing", "provisioner/gang", "provisioner/overlay",
 	}},
 	{Name: "node objects", Packages: []string{
-		"provisioner/nodeclaim", "provisioner/nodeclaim/drain", "provisioner/informers",
+		"provisioner/nodeclaim", "provisioner/nodeclaim/drain", "provisioner/informers", "provisioner/deletioncost",
 	}},
 	{Name: "controllers", Packages: []string{
 		"provisioner/nodeclaim/...", "provisioner/nodeclass", "provisioner/nodepool/...",

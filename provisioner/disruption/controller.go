@@ -78,6 +78,9 @@ type ControllerOptions struct {
 	// (spec.replicas) out of consolidation and launches no replacement in them: their
 	// controller keeps their count. Drift and expiry still replace their nodes.
 	StaticCapacity bool
+	// DeletionCosts, when set, is given each pass's ranking of the nodes, so that Deployment
+	// scale-downs delete the pods of the nodes consolidation would empty first.
+	DeletionCosts DeletionCosts
 }
 
 // Controller disrupts nodes, one decision at a time, while it leads.
@@ -202,6 +205,9 @@ func (c *Controller) pass(ctx context.Context) (string, error) {
 		return "", err
 	}
 	reportBudgetBlocked(cluster.Candidates, budget)
+	if c.opts.DeletionCosts != nil {
+		c.opts.DeletionCosts.Steer(deletionCosts(cluster))
+	}
 	start := time.Now()
 	d, ok := c.planner.Decide(cluster, budget, c.opts.Options)
 	took := time.Since(start)

@@ -17,7 +17,8 @@ import (
 
 // BindFlags defines the sidecar's flags on fs; they set the returned options.
 func BindFlags(fs *flag.FlagSet) *Options {
-	opts := &Options{FeatureGates: DefaultFeatureGates(), MinValuesPolicy: MinValuesStrict, RepairPolicies: repair.DefaultPolicies()}
+	opts := &Options{FeatureGates: DefaultFeatureGates(), MinValuesPolicy: MinValuesStrict, RepairPolicies: repair.DefaultPolicies(),
+		DeletionCostSchedulers: NameList{"tailor-scheduler"}}
 	fs.StringVar(&opts.SocketPath, "socket", "/var/run/tailor/provisioner.sock", "Unix socket of the gRPC API the scheduler plugin uses.")
 	fs.IntVar(&opts.MaxQueuedPods, "max-queued-pods", handoff.DefaultMaxQueuedPods, "Pods the scheduler may queue for the next batch; a submission past it is refused with ResourceExhausted and sent again later.")
 	fs.DurationVar(&opts.BatchIdle, "batch-idle-duration", time.Second, "A provisioning batch closes after this long without new pods (env BATCH_IDLE_DURATION).")
@@ -42,6 +43,8 @@ func BindFlags(fs *flag.FlagSet) *Options {
 	fs.IntVar(&opts.LaunchLimit.PerGroup, "launch-limit-per-group", launchlimit.DefaultPerGroup, "The same for a group of identical pods (one controller, the same constraints), whose pods share their launches, so that a controller that keeps creating pods does not start afresh; a pod of the group landing on capacity planned for it resets the count.")
 	fs.DurationVar(&opts.LaunchLimit.Backoff, "launch-backoff", launchlimit.DefaultBackoff, "How long a pod the scheduler rejected on the node planned for it waits before it is planned again; doubled after each next rejection, up to 10m.")
 	fs.DurationVar(&opts.MovedPodsHold, "moved-pods-hold", time.Hour, "How long consolidation leaves the pods it moved where they landed: nodes holding them are not consolidated meanwhile, so no pod moves twice in a row. 0 disables the hold.")
+	fs.Var(&opts.DeletionCostSchedulers, "pod-deletion-cost-schedulers", "Comma-separated scheduler names whose pods owned by a ReplicaSet get a controller.kubernetes.io/pod-deletion-cost on Tailor's nodes, so that a Deployment that scales down deletes first the pods of the nodes consolidation would empty first; a pod with a deletion cost someone else set is left alone. Empty turns it off.")
+	fs.Float64Var(&opts.DeletionCostQPS, "pod-deletion-cost-qps", 10, "Pod patches a second that --pod-deletion-cost-schedulers may make.")
 	fs.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8080", "Listen address of the metrics endpoint; 0 disables it.")
 	fs.StringVar(&opts.HealthAddr, "health-probe-bind-address", ":8081", "Listen address of /healthz and /readyz.")
 	fs.BoolVar(&opts.LeaderElect, "leader-elect", false, "Lead while the scheduler in this pod holds its Lease, so that one replica's scheduler and sidecar act together. The replica is named by $TAILOR_REPLICA, or the host name.")

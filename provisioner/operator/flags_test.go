@@ -105,3 +105,29 @@ func TestKarpenterEnvironmentSetsFlagsNotGiven(t *testing.T) {
 		})
 	}
 }
+
+func TestPodDeletionCostSchedulersAreAListThatCanBeEmptied(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want NameList
+	}{
+		{name: "Tailor's scheduler by default", want: NameList{"tailor-scheduler"}},
+		{name: "a list replaces the default", args: []string{"--pod-deletion-cost-schedulers= tailor-scheduler, batch-scheduler ,"},
+			want: NameList{"tailor-scheduler", "batch-scheduler"}},
+		{name: "empty turns the steering off", args: []string{"--pod-deletion-cost-schedulers="}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("provisioner", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			opts := BindFlags(fs)
+			if err := fs.Parse(tt.args); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, opts.DeletionCostSchedulers); diff != "" {
+				t.Errorf("schedulers (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

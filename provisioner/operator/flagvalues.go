@@ -151,3 +151,20 @@ func (l *LogLevel) String() string {
 	}
 	return string(*l)
 }
+
+// NameList is a comma-separated list of names; a flag.Value. Setting it replaces the list,
+// and an empty value empties it.
+type NameList []string
+
+// Set parses a,b,c.
+func (l *NameList) Set(s string) error {
+	*l = nil
+	for _, name := range strings.Split(s, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			*l = append(*l, name)
+		}
+	}
+	return nil
+}
+
+func (l *NameList) String() string { return strings.Join(*l, ",") }

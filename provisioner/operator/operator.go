@@ -23,6 +23,7 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/batcher"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/measured"
+	"github.com/tailor-autoscaler/tailor/provisioner/deletioncost"
 	"github.com/tailor-autoscaler/tailor/provisioner/disruption"
 	"github.com/tailor-autoscaler/tailor/provisioner/gang"
 	"github.com/tailor-autoscaler/tailor/provisioner/launchlimit"
@@ -94,6 +95,9 @@ type sidecar struct {
 	prov        *provisioning.Provisioner
 	disruptions *disruption.Controller
 	nominations *nomination.Controller
+	// deletionCosts steers scale-downs by the disruption controller's ranking; nil when
+	// --pod-deletion-cost-schedulers is empty.
+	deletionCosts *deletioncost.Steerer
 }
 
 // newSidecar builds the provider, the provisioner and the controllers others depend on.
@@ -122,7 +126,12 @@ func newSidecar(ctx context.Context, cfg *rest.Config, mgr ctrl.Manager, opts Op
 		Clock: clk, Launches: launches, ReplanWindow: opts.ReplanWindow, EarlyIntake: opts.EarlyIntake, MinValuesPolicy: packing.MinValuesPolicy(opts.MinValuesPolicy),
 		Gangs: gang.PodGroups{Client: mgr.GetAPIReader()}, Quotas: elasticQuotas(opts, mgr), StaticCapacity: opts.FeatureGates.Enabled(GateStaticCapacity),
 	})
-	s.disruptions = disruption.NewController(mgr.GetClient(), mgr.GetAPIReader(), s.prov, s.prov, s.tracker, s.recorder, clk, opts.disruption())
+	disruptionOpts := opts.disruption()
+	if len(opts.DeletionCostSchedulers) > 0 {
+		s.deletionCosts = deletioncost.New(mgr.GetClient(), deletioncost.Options{Schedulers: opts.DeletionCostSchedulers, QPS: float32(opts.DeletionCostQPS), Clock: clk})
+		disruptionOpts.DeletionCosts = s.deletionCosts
+	}
+	s.disruptions = disruption.NewController(mgr.GetClient(), mgr.GetAPIReader(), s.prov, s.prov, s.tracker, s.recorder, clk, disruptionOpts)
 	s.nominations = nomination.NewController(mgr.GetClient(), s.tracker, s.recorder)
 	return s, nil
 }

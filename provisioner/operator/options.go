@@ -35,6 +35,11 @@ type Options struct {
 	SpotToSpotSavings  float64
 	// MovedPodsHold keeps consolidation off nodes holding pods it moved, for this long.
 	MovedPodsHold time.Duration
+	// DeletionCostSchedulers are the schedulers whose ReplicaSet pods get a pod deletion
+	// cost that steers scale-downs onto the nodes consolidation would empty first (none:
+	// no steering); DeletionCostQPS bounds the pod patches a second.
+	DeletionCostSchedulers NameList
+	DeletionCostQPS        float64
 	// ReplanWindow is how long after pods were planned a later batch may plan them again.
 	ReplanWindow time.Duration
 	// LaunchLimit bounds the launches for pods the scheduler rejects on the nodes planned
@@ -128,6 +133,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ReplanWindow < 0 {
 		errs = append(errs, fmt.Errorf("--replan-window (%s) must not be negative; 0 never plans pods again", o.ReplanWindow))
+	}
+	if len(o.DeletionCostSchedulers) > 0 && o.DeletionCostQPS <= 0 {
+		errs = append(errs, fmt.Errorf("--pod-deletion-cost-qps (%v) must be positive; an empty --pod-deletion-cost-schedulers turns the steering off", o.DeletionCostQPS))
 	}
 	if o.MaxQueuedPods <= 0 {
 		errs = append(errs, fmt.Errorf("--max-queued-pods (%d) must be positive", o.MaxQueuedPods))

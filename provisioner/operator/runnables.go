@@ -30,6 +30,7 @@ func (s *sidecar) runnables() []runnable {
 		{"catalog load", true, alwaysRunnable(s.provider.LoadCatalog)},
 		{"NodeOverlay check", !s.opts.FeatureGates.Enabled(GateNodeOverlay), manager.RunnableFunc(s.checkOverlays)},
 		{"provisioning loop", true, manager.RunnableFunc(s.provision)},
+		{"pod deletion cost steering", s.deletionCosts != nil, s.deletionCosts},
 		// The API serves on every replica so the scheduler's sidecar always answers.
 		{"gRPC server", true, alwaysRunnable(s.serve)},
 	}

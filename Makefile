@@ -54,8 +54,8 @@ bench-scheduler: binaries ## Scheduler throughput on existing nodes with and wit
 	@hack/bench-scheduler.sh
 
 .PHONY: bench-scaledown
-bench-scaledown: binaries ## Scale webmix 2000→500 and diverse 1000→700 pods on the local stack: cost vs a fresh plan, nodes disrupted, evictions, PDB violations, time to converge; writes _output/bench/scaledown.json. FEATURE_GATES=SpotToSpotConsolidation=true lets spot replace spot.
-	_output/bin/tailor-dev scaledown $(if $(FEATURE_GATES),--feature-gates $(FEATURE_GATES))
+bench-scaledown: binaries ## Scale webmix 2000→500 and diverse 1000→700 pods on the local stack: cost vs a fresh plan, nodes disrupted, evictions, PDB violations, time to converge; writes _output/bench/scaledown.json. FEATURE_GATES=SpotToSpotConsolidation=true lets spot replace spot; DELETION_COSTS=false runs without steering the scale-down.
+	_output/bin/tailor-dev scaledown $(if $(FEATURE_GATES),--feature-gates $(FEATURE_GATES)) $(if $(DELETION_COSTS),--pod-deletion-costs=$(DELETION_COSTS))
 
 .PHONY: bench-scale
 bench-scale: binaries ## Burst to 5,000 nodes (webmix+diverse, NODES= or PODS= for less), scale down to a third: latencies, binds/s, RSS/CPU, API requests, consolidation; writes _output/bench/scale.json.

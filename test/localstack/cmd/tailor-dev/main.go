@@ -48,6 +48,7 @@ func main() {
 	fs.IntVar(&sd.provisionerVerbosity, "provisioner-v", 1, "scaledown: the sidecar's log verbosity (-v); 2 also logs the room each decision reserves per node.")
 	fs.StringVar(&sd.featureGates, "feature-gates", "", "scaledown, scale: the sidecar's --feature-gates (SpotToSpotConsolidation=true lets consolidation replace spot nodes with cheaper spot); empty keeps Karpenter's defaults.")
 	fs.StringVar(&sd.report, "scaledown-report", "_output/bench/scaledown.json", "scaledown: the JSON report (one entry per scale-down), relative to --root.")
+	fs.BoolVar(&sd.deletionCosts, "pod-deletion-costs", true, "scaledown, scale: let the sidecar steer the scale-down with pod deletion costs (false runs it with --pod-deletion-cost-schedulers=, as the ReplicaSet controller deletes alone).")
 	fs.BoolVar(&sd.duringScaleDown, "consolidate-during-scale-down", false, "scaledown: turn consolidation on when the Deployments are scaled, while they still delete pods, instead of once they are done.")
 	var sc scaleFlags
 	fs.IntVar(&sc.nodes, "nodes", 0, fmt.Sprintf("scale: the node count to reach (%d); the pods follow at %.1f a node unless --pods is given.", scenario.ScaleNodes, scenario.ScalePodsPerNode))
@@ -182,6 +183,7 @@ type scaleDownFlags struct {
 	keep                                 string
 	consolidateAfter, disruptionInterval time.Duration
 	duringScaleDown, keepLogs            bool
+	deletionCosts                        bool
 	report                               string
 	provisionerVerbosity                 int
 	snapshotDir                          string
@@ -193,6 +195,9 @@ func (f scaleDownFlags) provisionerArgs() []string {
 	args := []string{"--disruption-interval", f.disruptionInterval.String(), "-v", strconv.Itoa(f.provisionerVerbosity)}
 	if f.featureGates != "" {
 		args = append(args, "--feature-gates", f.featureGates)
+	}
+	if !f.deletionCosts {
+		args = append(args, "--pod-deletion-cost-schedulers=")
 	}
 	return args
 }

@@ -233,10 +233,10 @@ func inPlanOrder(set []Candidate, names map[string]bool) []string {
 // consolidate checks whether taking the nodes away saves money: their pods fit on the
 // other nodes, or on those plus replacements that cost less than the nodes taken away (by
 // SpotToSpotSavings at least when spot replaces spot, and spot never replaces spot under
-// NoSpotToSpot).
+// NoSpotToSpot), by MinSavingsPerPod at least for each pod moved.
 func consolidate(c Cluster, nodes []Candidate, later map[string]bool, opts Options) (Decision, bool) {
 	d, ok := evaluate(c, nodes, later)
-	if !ok || d.Savings <= savingsEpsilon {
+	if !ok || d.Savings <= savingsEpsilon || !worthItsMoves(d.Savings, len(podsOf(nodes)), opts) {
 		return Decision{}, false
 	}
 	allSpot := true
@@ -249,6 +249,12 @@ func consolidate(c Cluster, nodes []Candidate, later map[string]bool, opts Optio
 		return Decision{}, false
 	}
 	return d, true
+}
+
+// worthItsMoves reports whether an hourly saving is worth evicting the pods for: at least
+// MinSavingsPerPod a pod.
+func worthItsMoves(savings float64, pods int, opts Options) bool {
+	return savings >= opts.MinSavingsPerPod*float64(pods)
 }
 
 func allSpotClaims(ncs []packing.NewNodeClaim) bool {

@@ -97,6 +97,19 @@ func TestDecideConsolidation(t *testing.T) {
 			opts:   Options{SpotToSpotSavings: 0.99, MaxMultiNode: 100, MaxCandidates: 500},
 		},
 		{
+			name:   "a saving of $1/hour for one pod moved is worth its move at $0.50 a pod",
+			nodes:  []node{{name: "a", instanceType: "big.2xlarge", capacityType: "on-demand", keep: true, pods: []string{"4"}}, {name: "b", instanceType: "big.2xlarge", capacityType: "on-demand", pods: []string{"1"}}},
+			budget: tenAtATime,
+			opts:   Options{MinSavingsPerPod: 0.5, MaxMultiNode: 100, MaxCandidates: 500},
+			want:   &summary{Reason: karpv1.DisruptionReasonUnderutilized, Originals: []string{"b"}, Targets: []string{"a"}},
+		},
+		{
+			name:   "but not at $0.40 a pod for three pods",
+			nodes:  []node{{name: "a", instanceType: "big.2xlarge", capacityType: "on-demand", keep: true, pods: []string{"4"}}, {name: "b", instanceType: "big.2xlarge", capacityType: "on-demand", pods: []string{"500m", "500m", "500m"}}},
+			budget: tenAtATime,
+			opts:   Options{MinSavingsPerPod: 0.4, MaxMultiNode: 100, MaxCandidates: 500},
+		},
+		{
 			name:   "a node whose pods fit nowhere cheaper stays",
 			nodes:  []node{{name: "full", instanceType: "small.xlarge", capacityType: "spot", pods: []string{"3", "0.5"}}},
 			budget: tenAtATime,

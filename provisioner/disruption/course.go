@@ -377,7 +377,8 @@ func zonesOfClaim(nc packing.NewNodeClaim) []string {
 
 // pays reports whether taking the group away as the course does saves money, the
 // replacements launched so far being paid for already: by SpotToSpotSavings at least when
-// spot replaces spot, and spot never replacing spot under NoSpotToSpot.
+// spot replaces spot, and spot never replacing spot under NoSpotToSpot; by
+// MinSavingsPerPod at least for each pod it moves.
 func (cs *course) pays(g []Candidate, opts Options) bool {
 	moving := podsOf(g)
 	var replacements []packing.NewNodeClaim
@@ -390,7 +391,7 @@ func (cs *course) pays(g []Candidate, opts Options) bool {
 		}
 	}
 	was, now := priceOf(g), price(replacements)
-	if was-now <= savingsEpsilon {
+	if was-now <= savingsEpsilon || !worthItsMoves(was-now, len(moving), opts) {
 		return false
 	}
 	allSpot := true

@@ -86,6 +86,10 @@ type Options struct {
 	// NoSpotToSpot refuses every spot replacement of spot nodes (Karpenter's
 	// SpotToSpotConsolidation feature gate off).
 	NoSpotToSpot bool
+	// MinSavingsPerPod is the least hourly saving per pod a consolidation evicts: one that
+	// saves less for the pods it moves is not made. Zero takes any saving. Empty nodes and
+	// drift are not weighed by it.
+	MinSavingsPerPod float64
 	// MaxMultiNode caps the nodes one consolidation takes away together.
 	MaxMultiNode int
 	// MaxCandidates caps the nodes a consolidation plan considers, those spending the most

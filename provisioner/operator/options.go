@@ -33,6 +33,8 @@ type Options struct {
 	DisruptionInterval time.Duration
 	DisruptionPassTime time.Duration
 	SpotToSpotSavings  float64
+	// MinSavingsPerPod is the least hourly saving per pod a consolidation evicts.
+	MinSavingsPerPod float64
 	// MovedPodsHold keeps consolidation off nodes holding pods it moved, for this long.
 	MovedPodsHold time.Duration
 	// DeletionCostSchedulers are the schedulers whose ReplicaSet pods get a pod deletion
@@ -134,6 +136,9 @@ func (o *Options) Validate() error {
 	if o.ReplanWindow < 0 {
 		errs = append(errs, fmt.Errorf("--replan-window (%s) must not be negative; 0 never plans pods again", o.ReplanWindow))
 	}
+	if o.MinSavingsPerPod < 0 {
+		errs = append(errs, fmt.Errorf("--consolidation-min-savings-per-pod (%v) must not be negative; 0 takes any saving", o.MinSavingsPerPod))
+	}
 	if len(o.DeletionCostSchedulers) > 0 && o.DeletionCostQPS <= 0 {
 		errs = append(errs, fmt.Errorf("--pod-deletion-cost-qps (%v) must be positive; an empty --pod-deletion-cost-schedulers turns the steering off", o.DeletionCostQPS))
 	}
@@ -183,6 +188,7 @@ func (o *Options) disruption() disruption.ControllerOptions {
 		MovedPodsHold: o.MovedPodsHold, LeaderElection: o.LeaderElect,
 	}
 	d.SpotToSpotSavings = o.SpotToSpotSavings
+	d.MinSavingsPerPod = o.MinSavingsPerPod
 	d.PassTime = o.DisruptionPassTime
 	d.NoSpotToSpot = !o.FeatureGates.Enabled(GateSpotToSpotConsolidation)
 	d.StaticCapacity = o.FeatureGates.Enabled(GateStaticCapacity)

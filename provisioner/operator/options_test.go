@@ -30,6 +30,8 @@ func TestValidateNamesTheFlagToFix(t *testing.T) {
 			want: "--spot-to-spot-savings (1) must be a fraction from 0 up to, not including, 1"},
 		{name: "a negative moved-pods hold", change: func(o *Options) { o.MovedPodsHold = -time.Minute },
 			want: "--moved-pods-hold (-1m0s) must not be negative; 0 lets consolidation move pods again at once"},
+		{name: "a negative saving per pod", change: func(o *Options) { o.MinSavingsPerPod = -0.01 },
+			want: "--consolidation-min-savings-per-pod (-0.01) must not be negative; 0 takes any saving"},
 		{name: "deletion cost steering without a patch rate", change: func(o *Options) { o.DeletionCostSchedulers = NameList{"tailor-scheduler"} },
 			want: "--pod-deletion-cost-qps (0) must be positive; an empty --pod-deletion-cost-schedulers turns the steering off"},
 		{name: "no deletion cost steering, no patch rate needed", change: func(o *Options) { o.DeletionCostSchedulers = nil }},

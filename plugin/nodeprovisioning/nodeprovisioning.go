@@ -63,6 +63,9 @@ type NodeProvisioning struct {
 	// waitingSince is, per pod whose initialized planned node waits for the pods planned
 	// with it, since when.
 	waitingSince map[types.UID]time.Time
+	// turnedBack is, per planned pod another plugin turned back after Reserve, how long the
+	// plugin waited last before sending it back into the queue.
+	turnedBack map[types.UID]time.Duration
 }
 
 // planWaitLimit bounds how long a pod waits on its initialized planned node for the pods
@@ -73,9 +76,17 @@ type NodeProvisioning struct {
 // meanwhile.
 const planWaitLimit = 30 * time.Second
 
+// A planned pod turned back after Reserve is tried again after turnedBackFirst, then after
+// twice as long each time it is turned back again, up to turnedBackMax.
+const (
+	turnedBackFirst = time.Second
+	turnedBackMax   = 30 * time.Second
+)
+
 var (
 	_ fwk.PostFilterPlugin = &NodeProvisioning{}
 	_ fwk.FilterPlugin     = &NodeProvisioning{}
+	_ fwk.ReservePlugin    = &NodeProvisioning{}
 )
 
 // provisioner is what the plugin needs from the provisioner sidecar. Submit must not block.
@@ -226,11 +237,43 @@ func (pl *NodeProvisioning) waitedTooLong(uid types.UID) bool {
 	return now.Sub(since) > planWaitLimit
 }
 
-// stopWaiting forgets when the pod started waiting: it is bound, gone or planned again.
+// stopWaiting forgets when the pod started waiting, and how often it was turned back: it is
+// bound, gone or planned again.
 func (pl *NodeProvisioning) stopWaiting(uid types.UID) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	delete(pl.waitingSince, uid)
+	delete(pl.turnedBack, uid)
+}
+
+// Reserve holds nothing: the plugin is a Reserve plugin for Unreserve.
+func (pl *NodeProvisioning) Reserve(context.Context, fwk.CycleState, *v1.Pod, string) *fwk.Status {
+	return nil
+}
+
+// Unreserve sends a planned pod that was turned back after it had a node into the queue
+// again, a second later and twice as late each next time, up to turnedBackMax. Coscheduling
+// turns back every member of a gang waiting at Permit when one member finds no node, say
+// because its planned node is a moment from ready; it queues them again only when a pod of
+// the gang is created or its PodGroup changes, which may never happen once every node of the
+// gang is up, and the scheduler would leave them for five minutes.
+func (pl *NodeProvisioning) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) {
+	if _, planned := pl.provisioner.Nomination(pod.UID); !planned {
+		return
+	}
+	pl.mu.Lock()
+	if pl.turnedBack == nil {
+		pl.turnedBack = map[types.UID]time.Duration{}
+	}
+	wait := turnedBackFirst
+	if last, ok := pl.turnedBack[pod.UID]; ok {
+		wait = min(2*last, turnedBackMax)
+	}
+	pl.turnedBack[pod.UID] = wait
+	pl.mu.Unlock()
+	klog.FromContext(ctx).V(4).Info("planned pod turned back after Reserve; queueing it again", "pod", klog.KObj(pod), "node", nodeName, "after", wait)
+	uid := pod.UID
+	pl.clock.AfterFunc(wait, func() { pl.activatePods([]types.UID{uid}) })
 }
 
 // staleRejection is what the pod's planned node said of it.

@@ -342,6 +342,46 @@ func TestAPodBoundWhileWaitingIsNotActivated(t *testing.T) {
 	}
 }
 
+// TestAPlannedPodTurnedBackAfterReserveIsQueuedAgain: each time a planned pod is turned back
+// after Reserve (Coscheduling sends a gang back from Permit), it is activated a second later,
+// then after twice as long each next time up to turnedBackMax; once bound it starts afresh.
+// A pod without a plan is left to the scheduler.
+func TestAPlannedPodTurnedBackAfterReserveIsQueuedAgain(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC))
+	var activated []types.UID
+	prov := &fakeProvisioner{nominations: map[types.UID]Nomination{"uid-0": {NodeClaim: "gpu-abcde", NodeName: "ip-10-0-0-4.ec2.internal"}}}
+	pl := &NodeProvisioning{clock: clk, provisioner: prov, activatePods: func(uids []types.UID) { activated = append(activated, uids...) }}
+	planned := st.MakePod().Namespace("default").Name("train-0").UID("uid-0").Obj()
+	unplanned := st.MakePod().Namespace("default").Name("web-0").UID("uid-1").Obj()
+	ctx := context.Background()
+
+	// waits turns the pod back and reports how long it took to be activated, to the second.
+	waits := func(pod *v1.Pod) time.Duration {
+		pl.Unreserve(ctx, nil, pod, "ip-10-0-0-4.ec2.internal")
+		activated = nil
+		for waited := time.Duration(0); waited <= time.Minute; waited += time.Second {
+			if len(activated) > 0 {
+				if diff := cmp.Diff([]types.UID{pod.UID}, activated); diff != "" {
+					t.Fatalf("activated (-want +got):\n%s", diff)
+				}
+				return waited
+			}
+			clk.Step(time.Second)
+		}
+		return -1
+	}
+	var got []time.Duration
+	for range 7 {
+		got = append(got, waits(planned))
+	}
+	pl.stopWaiting(planned.UID)
+	got = append(got, waits(planned), waits(unplanned))
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second, 30 * time.Second, time.Second, -1}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("waits before activation (-want +got; -1ns: never):\n%s", diff)
+	}
+}
+
 func TestFilter(t *testing.T) {
 	pod := st.MakePod().Namespace("default").Name("web-0").UID("uid-0").Obj()
 	planned := st.MakeNode().Name("ip-10-0-0-1.ec2.internal").Obj()

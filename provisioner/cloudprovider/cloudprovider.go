@@ -24,8 +24,10 @@ type CloudProvider interface {
 	// Adopt returns, as Create would, the instance already launched for the NodeClaim, or
 	// nil when there is none; it launches nothing.
 	Adopt(ctx context.Context, nodeClaim *karpv1.NodeClaim) (*karpv1.NodeClaim, error)
-	// Delete terminates the NodeClaim's instance. It returns a NodeClaimNotFoundError once the
-	// instance is terminated or gone, so callers know they may drop their finalizer.
+	// Delete terminates the NodeClaim's instance: the one its provider ID names, or, before
+	// one is recorded, the one launched for it (as Adopt finds it). It returns a
+	// NodeClaimNotFoundError once the instance is terminated or gone, so callers know they
+	// may drop their finalizer.
 	Delete(ctx context.Context, nodeClaim *karpv1.NodeClaim) error
 	// Get returns the NodeClaim view of the instance with this provider ID, or a
 	// NodeClaimNotFoundError when it is gone or terminated.

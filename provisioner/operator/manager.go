@@ -18,7 +18,6 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/informers"
 	"github.com/tailor-autoscaler/tailor/provisioner/leader"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
-	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/lifecycle"
 	"github.com/tailor-autoscaler/tailor/provisioner/provisioning"
 )
 
@@ -28,7 +27,7 @@ import (
 // informers of every kind planning reads.
 func newManager(ctx context.Context, cfg, leaseCfg *rest.Config, opts Options, clk clock.PassiveClock) (ctrl.Manager, error) {
 	// Shutdown waits for launches in flight to be recorded.
-	shutdown := lifecycle.LaunchTimeout + 10*time.Second
+	shutdown := nodeclaim.LaunchTimeout + 10*time.Second
 	mgrOpts := ctrl.Options{
 		GracefulShutdownTimeout: &shutdown,
 		Scheme:                  apischeme.New(),

@@ -447,3 +447,29 @@ func metricValue(t *testing.T, name string, labels map[string]string) float64 {
 	}
 	return 0
 }
+
+// TestDeleteOfANodeClaimWithoutProviderIDTerminatesTheInstanceTaggedForIt deletes NodeClaims
+// whose launch recorded no instance (deleted while CreateFleet ran): the instance tagged for
+// the NodeClaim is terminated, and one with no instance is not found.
+func TestDeleteOfANodeClaimWithoutProviderIDTerminatesTheInstanceTaggedForIt(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	launched, err := h.provider.Create(ctx, nodeClaim("f", []string{"m5.large"}, "on-demand"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unrecorded := nodeClaim("f", nil)
+	if err := h.provider.Delete(ctx, unrecorded); err != nil {
+		t.Fatalf("Delete() of the NodeClaim whose instance is not recorded = %v, want nil while terminating", err)
+	}
+	h.clock.Step(2 * time.Second)
+	if _, err := h.provider.Get(ctx, launched.Status.ProviderID); !cloudprovider.IsNodeClaimNotFoundError(err) {
+		t.Errorf("Get() of the tagged instance after Delete = %v, want a NodeClaimNotFoundError", err)
+	}
+	if err := h.provider.Delete(ctx, unrecorded); !cloudprovider.IsNodeClaimNotFoundError(err) {
+		t.Errorf("Delete() once the instance is terminated = %v, want a NodeClaimNotFoundError", err)
+	}
+	if err := h.provider.Delete(ctx, nodeClaim("never-launched", nil)); !cloudprovider.IsNodeClaimNotFoundError(err) {
+		t.Errorf("Delete() of a NodeClaim never launched = %v, want a NodeClaimNotFoundError", err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
@@ -53,11 +54,19 @@ func (p *Provider) List(ctx context.Context) ([]*karpv1.NodeClaim, error) {
 	return out, nil
 }
 
-// Delete terminates the NodeClaim's instance. It returns a NodeClaimNotFoundError once the
-// instance is terminated or unknown.
+// Delete terminates the NodeClaim's instance: the one its provider ID names, or the one
+// tagged for it when it has none recorded (deleted while its launch was in flight). It
+// returns a NodeClaimNotFoundError once the instance is terminated or unknown.
 func (p *Provider) Delete(ctx context.Context, nodeClaim *karpv1.NodeClaim) error {
 	if nodeClaim.Status.ProviderID == "" {
-		return cloudprovider.NewNodeClaimNotFoundError(errors.New("the NodeClaim has no instance"))
+		inst, err := p.instances.LaunchedFor(ctx, nodeClaim)
+		if err != nil {
+			return err
+		}
+		if inst == nil {
+			return cloudprovider.NewNodeClaimNotFoundError(errors.New("the NodeClaim has no instance"))
+		}
+		return p.instances.TerminateBatched(ctx, aws.ToString(inst.InstanceId))
 	}
 	id, err := InstanceIDOf(nodeClaim.Status.ProviderID)
 	if err != nil {

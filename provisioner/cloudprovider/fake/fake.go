@@ -180,15 +180,20 @@ func (p *CloudProvider) Adopt(_ context.Context, nodeClaim *karpv1.NodeClaim) (*
 	return nil, nil
 }
 
-// Delete terminates the NodeClaim's instance at once. It returns a NodeClaimNotFoundError
-// when the NodeClaim has no instance or its instance is gone.
+// Delete terminates the NodeClaim's instance at once: the one its provider ID names, else
+// the oldest launched for a NodeClaim of its name. It returns a NodeClaimNotFoundError when
+// the NodeClaim has no instance or its instance is gone.
 func (p *CloudProvider) Delete(_ context.Context, nodeClaim *karpv1.NodeClaim) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.calls.Delete = append(p.calls.Delete, nodeClaim.Name)
 	id := nodeClaim.Status.ProviderID
 	if id == "" {
-		return cloudprovider.NewNodeClaimNotFoundError(errors.New("the NodeClaim has no instance"))
+		inst := p.launchedForLocked(nodeClaim.Name)
+		if inst == nil {
+			return cloudprovider.NewNodeClaimNotFoundError(errors.New("the NodeClaim has no instance"))
+		}
+		id = inst.Status.ProviderID
 	}
 	if p.indexLocked(id) < 0 {
 		return cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("instance %s is gone", id))

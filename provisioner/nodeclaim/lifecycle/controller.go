@@ -63,17 +63,6 @@ type Launcher interface {
 	Adopt(ctx context.Context, nodeClaim *karpv1.NodeClaim) (*karpv1.NodeClaim, error)
 }
 
-// LaunchStartedAnnotationKey on a NodeClaim is when its latest launch began (RFC 3339),
-// written before the launch and removed once it ends: a sidecar that takes over sees that a
-// predecessor's launch may still be in flight.
-const LaunchStartedAnnotationKey = "tailor.sh/launch-started"
-
-// InFlightWindow is how long after a launch another sidecar began its NodeClaim is only
-// adopted, never launched again: the launch's own bound and a margin for the cloud to show
-// what it launched. A launch the cloud answers slowly (a sidecar killed while CreateFleet
-// took tens of seconds) otherwise got a second instance (randomized fault trials, seed 5033).
-const InFlightWindow = LaunchTimeout + 30*time.Second
-
 // inFlightPoll is how often a launch another sidecar began is looked for meanwhile.
 const inFlightPoll = 5 * time.Second
 
@@ -95,7 +84,7 @@ type Controller struct {
 	began *beganLaunches
 }
 
-// beganLaunches are the launches this controller began within InFlightWindow.
+// beganLaunches are the launches this controller began within nodeclaim.InFlightWindow.
 type beganLaunches struct {
 	mu sync.Mutex
 	at map[types.UID]time.Time
@@ -105,7 +94,7 @@ func (b *beganLaunches) begin(uid types.UID, now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for id, at := range b.at {
-		if now.Sub(at) >= InFlightWindow {
+		if now.Sub(at) >= nodeclaim.InFlightWindow {
 			delete(b.at, id)
 		}
 	}
@@ -194,6 +183,9 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	if nc.DeletionTimestamp != nil {
 		c.failures.Forget(req.Name)
+		if _, inFlight := nodeclaim.LaunchInFlight(nc, c.clock.Now()); inFlight && c.began.has(nc.UID) {
+			return c.recordForTermination(ctx, nc)
+		}
 		return reconcile.Result{}, nil
 	}
 	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("nodeClaim", nc.Name))
@@ -223,10 +215,6 @@ func (c *Controller) recordOnNodePool(ctx context.Context, nc *karpv1.NodeClaim,
 	c.recorder.Event(np, corev1.EventTypeWarning, reason, message)
 }
 
-// LaunchTimeout bounds one launch, shutdown or not; the manager's graceful shutdown waits
-// at least as long.
-const LaunchTimeout = 90 * time.Second
-
 // launch creates the instance and records it. A NodeClaim no offering can satisfy is
 // deleted, so its pods are planned again. A launch that fails otherwise is tried again after
 // a wait that doubles with each failure, up to five minutes, whatever triggers a reconcile
@@ -237,7 +225,7 @@ func (c *Controller) launch(ctx context.Context, nc *karpv1.NodeClaim) (reconcil
 	}
 	// A launch runs to its end even while the sidecar shuts down, so that the instance it
 	// creates is recorded on the NodeClaim, not left for a restart to adopt.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), LaunchTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), nodeclaim.LaunchTimeout)
 	defer cancel()
 	logger := log.FromContext(ctx)
 	launched, err := c.launchOrAdopt(ctx, nc)
@@ -286,7 +274,7 @@ func (c *Controller) launch(ctx context.Context, nc *karpv1.NodeClaim) (reconcil
 	for k, v := range launched.Annotations {
 		nc.Annotations[k] = v
 	}
-	delete(nc.Annotations, LaunchStartedAnnotationKey)
+	delete(nc.Annotations, nodeclaim.LaunchStartedAnnotationKey)
 	if err := c.kube.Patch(ctx, nc, patch); err != nil {
 		if apierrors.IsConflict(err) {
 			logger.V(1).Info("NodeClaim changed since it was read; reading it again", "providerID", launched.Status.ProviderID)
@@ -321,12 +309,11 @@ func (c *Controller) launch(ctx context.Context, nc *karpv1.NodeClaim) (reconcil
 var errInFlight = errors.New("a launch another sidecar began may still be in flight")
 
 // launchOrAdopt launches the NodeClaim's instance, marking when the launch began. A
-// NodeClaim whose launch another sidecar began within InFlightWindow is only adopted: its
-// instance once the cloud shows it, errInFlight until then.
+// NodeClaim whose launch another sidecar began within nodeclaim.InFlightWindow is only
+// adopted: its instance once the cloud shows it, errInFlight until then.
 func (c *Controller) launchOrAdopt(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
 	now := c.clock.Now()
-	if started, err := time.Parse(time.RFC3339, nc.Annotations[LaunchStartedAnnotationKey]); err == nil &&
-		!c.began.has(nc.UID) && now.Sub(started) < InFlightWindow {
+	if started, inFlight := nodeclaim.LaunchInFlight(nc, now); inFlight && !c.began.has(nc.UID) {
 		launched, err := c.launcher.Adopt(ctx, nc)
 		if err != nil || launched != nil {
 			return launched, err
@@ -336,7 +323,7 @@ func (c *Controller) launchOrAdopt(ctx context.Context, nc *karpv1.NodeClaim) (*
 	}
 	// Against the version read: a stale copy launches nothing.
 	patch := client.MergeFromWithOptions(nc.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	metav1.SetMetaDataAnnotation(&nc.ObjectMeta, LaunchStartedAnnotationKey, now.UTC().Format(time.RFC3339))
+	metav1.SetMetaDataAnnotation(&nc.ObjectMeta, nodeclaim.LaunchStartedAnnotationKey, now.UTC().Format(time.RFC3339))
 	if err := c.kube.Patch(ctx, nc, patch); err != nil {
 		return nil, fmt.Errorf("marking the launch of NodeClaim %s: %w", nc.Name, err)
 	}
@@ -345,12 +332,34 @@ func (c *Controller) launchOrAdopt(ctx context.Context, nc *karpv1.NodeClaim) (*
 	if err != nil {
 		// The launch is over: a sidecar that takes over may launch again at once.
 		patch := client.MergeFrom(nc.DeepCopy())
-		delete(nc.Annotations, LaunchStartedAnnotationKey)
+		delete(nc.Annotations, nodeclaim.LaunchStartedAnnotationKey)
 		if perr := c.kube.Patch(ctx, nc, patch); client.IgnoreNotFound(perr) != nil {
 			log.FromContext(ctx).V(1).Info("could not unmark the failed launch", "error", perr.Error())
 		}
 	}
 	return launched, err
+}
+
+// recordForTermination records on a NodeClaim deleted while this controller launched it the
+// instance the launch created (its label patch found the NodeClaim changed by the deletion),
+// so that termination ends that instance by its provider ID at once instead of waiting out
+// the launch's in-flight window.
+func (c *Controller) recordForTermination(ctx context.Context, nc *karpv1.NodeClaim) (reconcile.Result, error) {
+	launched, err := c.launcher.Adopt(ctx, nc)
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("looking up the instance launched for deleted NodeClaim %s: %w", nc.Name, err)
+	}
+	if launched == nil {
+		// The launch failed, or the cloud does not show its instance yet.
+		return reconcile.Result{RequeueAfter: inFlightPoll}, nil
+	}
+	patch := client.MergeFrom(nc.DeepCopy())
+	nc.Status.ProviderID = launched.Status.ProviderID
+	if err := c.kube.Status().Patch(ctx, nc, patch); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("recording the instance of deleted NodeClaim %s: %w", nc.Name, err))
+	}
+	log.FromContext(ctx).Info("recorded the instance launched for a NodeClaim deleted during its launch, for termination", "providerID", nc.Status.ProviderID)
+	return reconcile.Result{}, nil
 }
 
 // launchFailed records a failed launch: a Warning event and the Launched condition

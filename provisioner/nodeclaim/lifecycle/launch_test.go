@@ -21,6 +21,7 @@ import (
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/fake"
+	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
 )
 
@@ -154,7 +155,7 @@ func TestALaunchAnotherSidecarBeganIsAdoptedNotRepeated(t *testing.T) {
 		if err := kube.Create(ctx, nc); err != nil {
 			t.Fatal(err)
 		}
-		nc.Annotations = map[string]string{LaunchStartedAnnotationKey: nc.CreationTimestamp.UTC().Format(time.RFC3339)}
+		nc.Annotations = map[string]string{nodeclaim.LaunchStartedAnnotationKey: nc.CreationTimestamp.UTC().Format(time.RFC3339)}
 		if err := kube.Update(ctx, nc); err != nil {
 			t.Fatal(err)
 		}
@@ -195,7 +196,7 @@ func TestALaunchAnotherSidecarBeganIsAdoptedNotRepeated(t *testing.T) {
 
 	_, req = newClaim("never-shown")
 	l = cloudSelling()
-	clk.Step(InFlightWindow)
+	clk.Step(nodeclaim.InFlightWindow)
 	c = NewController(kube, l, record.NewFakeRecorder(10), clk)
 	if _, err := c.Reconcile(ctx, req); err != nil {
 		t.Fatal(err)
@@ -364,5 +365,79 @@ func TestLaunchConditions(t *testing.T) {
 				t.Errorf("conditions (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// deletedDuringLaunch deletes the NodeClaim while its instance launches, as a batch that
+// plans its pods again takes a NodeClaim back.
+type deletedDuringLaunch struct {
+	*fake.CloudProvider
+	kube client.Client
+}
+
+func (d deletedDuringLaunch) Create(ctx context.Context, nc *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
+	launched, err := d.CloudProvider.Create(ctx, nc)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.kube.Delete(ctx, nc.DeepCopy()); err != nil {
+		return nil, err
+	}
+	return launched, nil
+}
+
+// TestANodeClaimDeletedDuringItsLaunchGetsItsInstanceRecorded deletes a NodeClaim while
+// CreateFleet runs: the launch cannot label it any more, and the next reconcile records the
+// instance on its status, so that termination ends that instance instead of releasing the
+// NodeClaim and leaving the instance to garbage collection.
+func TestANodeClaimDeletedDuringItsLaunchGetsItsInstanceRecorded(t *testing.T) {
+	ctx := context.Background()
+	nc := &karpv1.NodeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "taken-back", Finalizers: []string{karpv1.TerminationFinalizer}},
+		Spec: karpv1.NodeClaimSpec{
+			NodeClassRef: &karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"},
+			Requirements: []karpv1.NodeSelectorRequirementWithMinValues{{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}}},
+		},
+	}
+	if err := kube.Create(ctx, nc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		got := &karpv1.NodeClaim{}
+		if err := kube.Get(ctx, client.ObjectKeyFromObject(nc), got); err == nil {
+			got.Finalizers = nil
+			_ = kube.Update(ctx, got)
+		}
+	})
+	cloud := cloudSelling()
+	c := NewController(kube, deletedDuringLaunch{cloud, kube}, record.NewFakeRecorder(10), clocktesting.NewFakeClock(nc.CreationTimestamp.Time))
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(nc)}
+	var results []reconcile.Result
+	for range 2 {
+		res, err := c.Reconcile(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		results = append(results, res)
+	}
+	got := &karpv1.NodeClaim{}
+	if err := kube.Get(ctx, req.NamespacedName, got); err != nil {
+		t.Fatal(err)
+	}
+	live, err := cloud.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(live) != 1 {
+		t.Fatalf("%d instances launched, want 1", len(live))
+	}
+	if diff := cmp.Diff([]reconcile.Result{{Requeue: true}, {}}, results); diff != "" {
+		t.Errorf("results (-want +got):\n%s", diff)
+	}
+	if got.DeletionTimestamp == nil || got.Status.ProviderID != live[0].Status.ProviderID {
+		t.Errorf("NodeClaim deleted %v, provider ID %q; want deleted with the launched instance %q recorded", got.DeletionTimestamp != nil, got.Status.ProviderID, live[0].Status.ProviderID)
+	}
+	if _, inFlight := nodeclaim.LaunchInFlight(got, nc.CreationTimestamp.Time); inFlight {
+		t.Error("the launch is still in flight once its instance is recorded")
 	}
 }

@@ -130,6 +130,12 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{RequeueAfter: pollInterval}, nil
 	}
 	c.failures.Forget(nc.Name)
+	if started, inFlight := nodeclaim.LaunchInFlight(nc, c.clock.Now()); inFlight {
+		// Deleted while its launch was in flight: the instance the launch may still create
+		// is terminated before the NodeClaim goes, not left to garbage collection.
+		logger.V(1).Info("waiting for the launch in flight before releasing the NodeClaim", "launchStarted", started)
+		return reconcile.Result{RequeueAfter: pollInterval}, nil
+	}
 	if node != nil {
 		nodePatch := client.MergeFrom(node.DeepCopy())
 		if controllerutil.RemoveFinalizer(node, karpv1.TerminationFinalizer) {

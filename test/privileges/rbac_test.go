@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -26,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/deletioncost"
 	"github.com/tailor-autoscaler/tailor/test/localstack"
 	"github.com/tailor-autoscaler/tailor/test/stacktest"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
@@ -64,8 +66,9 @@ var notExercised = map[string]string{
 const watchListed = "informers stream their initial list over the watch (client-go's WatchListClient); list is their fallback on API servers that do not serve it"
 
 // TestRBACGrantsWhatTheComponentsUse runs a scheduling round on the local stack with the API
-// server's audit log on (a Deployment scheduled onto nodes Tailor launches, then its
-// NodePool deleted, which drains and deletes them), collects every request of
+// server's audit log on (a Deployment scheduled onto nodes Tailor launches, kept until a
+// disruption pass has ranked them as deletion costs on its pods, then its NodePool deleted,
+// which drains and deletes them), collects every request of
 // tailor-provisioner and tailor-scheduler, and checks them against manifests/rbac (as the
 // stack applies it) and the chart's rendered RBAC: every request must be allowed, and every
 // grant of Tailor's own roles must be used or listed in notExercised. Grants the chart
@@ -75,7 +78,8 @@ func TestRBACGrantsWhatTheComponentsUse(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	stack, cs, kube := stacktest.Start(t, ctx, localstack.Options{Audit: true, BootDelay: time.Second})
-	stacktest.SchedulingRound(t, ctx, stack, cs, "privileges", 2, 3*time.Minute)
+	pods := stacktest.SchedulingRound(t, ctx, stack, cs, "privileges", 2, 3*time.Minute)
+	waitForDeletionCosts(t, ctx, cs, pods)
 	deleteNodePool(t, ctx, kube, "general")
 	bootstrap := bootstrapRBAC(t, ctx, cs)
 	stack.Down()
@@ -384,6 +388,27 @@ func checkUsed(t *testing.T, objs rbacObjects, requests []request, upstream []rb
 
 // deleteNodePool deletes a NodePool and waits for its NodeClaims to go: Tailor drains and
 // deletes their nodes and terminates their instances.
+// waitForDeletionCosts waits for a disruption pass to rank the round's nodes and Tailor to
+// keep that rank as a deletion cost on a pod of the round's ReplicaSet (patch pods).
+func waitForDeletionCosts(t *testing.T, ctx context.Context, cs kubernetes.Interface, pods []corev1.Pod) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		for _, p := range pods {
+			got, err := cs.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			if _, ok := got.Annotations[deletioncost.ManagedAnnotationKey]; ok {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for a deletion cost on a pod of the round: %v", err)
+	}
+}
+
 func deleteNodePool(t *testing.T, ctx context.Context, kube client.Client, name string) {
 	t.Helper()
 	pool := &karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: name}}

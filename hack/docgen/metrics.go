@@ -21,6 +21,7 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/lifecycle"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim/termination"
 	"github.com/tailor-autoscaler/tailor/provisioner/nodepool"
+	"github.com/tailor-autoscaler/tailor/provisioner/surge"
 )
 
 // collectors are every collector the sidecar registers: each package's, and those the
@@ -28,7 +29,7 @@ import (
 func collectors() []prometheus.Collector {
 	var out []prometheus.Collector
 	for _, list := range [][]prometheus.Collector{
-		metrics.Collectors(), aws.Collectors(), disruption.Collectors(), deletioncost.Collectors(), interruption.Collectors(),
+		metrics.Collectors(), aws.Collectors(), disruption.Collectors(), deletioncost.Collectors(), surge.Collectors(), interruption.Collectors(),
 		termination.Collectors(), garbagecollection.Collectors(),
 		{nodepool.NewCollector(nil), metrics.NewClusterCollector(nil, nil, clock.RealClock{}), lifecycle.NewWaitingCollector(nil, clock.RealClock{})},
 	} {

@@ -45,6 +45,7 @@ var Layers = []Layer{
 	}},
 	{Name: "node objects", Packages: []string{
 		"provisioner/nodeclaim", "provisioner/nodeclaim/drain", "provisioner/informers", "provisioner/deletioncost",
+		"provisioner/surge",
 	}},
 	{Name: "controllers", Packages: []string{
 		"provisioner/nodeclaim/...", "provisioner/nodeclass", "provisioner/nodepool/...",

@@ -81,6 +81,10 @@ type ControllerOptions struct {
 	// DeletionCosts, when set, is given each pass's ranking of the nodes, so that Deployment
 	// scale-downs delete the pods of the nodes consolidation would empty first.
 	DeletionCosts DeletionCosts
+	// ReplacementReadyTimeout, when positive, bounds how long a copy of a pod replaced
+	// before its eviction has to be Ready, in place of its Deployment's
+	// progressDeadlineSeconds.
+	ReplacementReadyTimeout time.Duration
 }
 
 // Controller disrupts nodes, one decision at a time, while it leads.
@@ -192,6 +196,9 @@ func (c *Controller) pass(ctx context.Context) (string, error) {
 		return "", err
 	}
 	if err := c.releaseAbandoned(ctx, in.Nodes); err != nil {
+		return "", err
+	}
+	if err := c.sweepCopies(ctx); err != nil {
 		return "", err
 	}
 	if moving, err := c.inMotion(ctx, in); moving || err != nil {

@@ -24,6 +24,11 @@ type command struct {
 	decision     Decision
 	replacements []string
 	started      time.Time
+	// nodes are the node names of the replacements once they are up.
+	nodes []string
+	// surges, when set, are the pods replaced before their eviction that the originals
+	// wait for.
+	surges []*replacement
 }
 
 // inMotion reports whether the last decisions are still under way: a NodeClaim they
@@ -94,7 +99,7 @@ func (c *Controller) execute(ctx context.Context, d Decision) error {
 	recordDecision(d, action)
 	logger.Info("disrupting", "reason", d.Reason, "action", action, "nodes", nodeNames(d.Originals), "replacements", len(d.Replacements), "savingsPerHour", d.Savings)
 	if len(d.Replacements) == 0 {
-		return c.deleteOriginals(ctx, d, nil)
+		return c.commit(ctx, d, nil)
 	}
 	cmd := &command{decision: d, started: c.clock.Now()}
 	for _, r := range d.Replacements {
@@ -112,10 +117,13 @@ func (c *Controller) execute(ctx context.Context, d Decision) error {
 	return nil
 }
 
-// continuePending deletes the originals once every replacement is initialized, and gives
-// up when one is gone or too slow.
+// continuePending carries the originals on once every replacement is initialized, and gives
+// up when one is gone or too slow; and moves the pods replaced before their eviction on.
 func (c *Controller) continuePending(ctx context.Context) error {
 	cmd := c.pending
+	if cmd.surges != nil {
+		return c.continueSurges(ctx)
+	}
 	var nodes []string
 	for _, name := range cmd.replacements {
 		nc := &karpv1.NodeClaim{}
@@ -140,7 +148,7 @@ func (c *Controller) continuePending(ctx context.Context) error {
 		return c.abort(ctx, why)
 	}
 	c.pending = nil
-	return c.deleteOriginals(ctx, cmd.decision, nodes)
+	return c.commit(ctx, cmd.decision, nodes)
 }
 
 // revalidate checks, just before the originals go, what may have changed while their
@@ -168,11 +176,13 @@ func (c *Controller) revalidate(ctx context.Context, originals []Candidate) stri
 	return ""
 }
 
-// abort lifts the cordon of the originals; the replacements left, if any, are empty nodes
-// emptiness removes later.
+// abort lifts the cordon of the originals and deletes the copies of the pods it was
+// replacing before their eviction; the replacements left, if any, are empty nodes emptiness
+// removes later.
 func (c *Controller) abort(ctx context.Context, why string) error {
 	cmd := c.pending
 	c.pending = nil
+	c.abandonCopies(ctx, cmd, why)
 	for _, o := range cmd.decision.Originals {
 		if err := c.uncordon(ctx, o.Node); err != nil {
 			return err
@@ -195,19 +205,7 @@ func (c *Controller) deleteOriginals(ctx context.Context, d Decision, replacemen
 		// Reservations only steer the moved pods; without them the pods still land.
 		log.FromContext(ctx).Error(err, "reserving nodes for the pods moving onto them")
 	}
-	now := c.clock.Now()
-	for _, o := range d.Originals {
-		for _, p := range o.Pods {
-			if owner, ok := reservation.ControllerOf(p); ok {
-				m, ok := c.moved[owner]
-				if !ok {
-					m.first = now
-				}
-				m.last = now
-				c.moved[owner] = m
-			}
-		}
-	}
+	c.recordMoves(d, c.clock.Now())
 	for _, o := range d.Originals {
 		nc := &karpv1.NodeClaim{}
 		if err := c.kube.Get(ctx, client.ObjectKey{Name: o.NodeClaim}, nc); err != nil {
@@ -224,6 +222,22 @@ func (c *Controller) deleteOriginals(ctx context.Context, d Decision, replacemen
 		metrics.NodeClaimDisrupted(nc, string(d.Reason), c.consolidationPolicy(ctx, d.Reason, o.NodePool))
 	}
 	return nil
+}
+
+// recordMoves remembers, at the time, the controllers whose pods the decision moves.
+func (c *Controller) recordMoves(d Decision, now time.Time) {
+	for _, o := range d.Originals {
+		for _, p := range o.Pods {
+			if owner, ok := reservation.ControllerOf(p); ok {
+				m, ok := c.moved[owner]
+				if !ok {
+					m.first = now
+				}
+				m.last = now
+				c.moved[owner] = m
+			}
+		}
+	}
 }
 
 // consolidationPolicy is the consolidation policy of the NodePool for the metrics of a

@@ -24,6 +24,7 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/launchlimit"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
 	"github.com/tailor-autoscaler/tailor/provisioner/overlay"
+	"github.com/tailor-autoscaler/tailor/provisioner/surge"
 )
 
 // Event reasons explain reads.
@@ -64,6 +65,23 @@ type Explanation struct {
 	Resize *Resize
 	// NodeClaim is the NodeClaim the pod is planned onto, if any.
 	NodeClaim *NodeClaim
+	// Replacement is a replacement before eviction the pod takes part in, if any: a copy
+	// of it starts before it goes, or it is such a copy.
+	Replacement *Replacement
+}
+
+// Replacement is a copy of a pod started before the pod is evicted (package surge), seen
+// from either pod.
+type Replacement struct {
+	// IsCopy says the pod explained is the copy; Other is then the pod it replaces, and
+	// otherwise its copy.
+	IsCopy bool
+	Other  string
+	// CopyNode is the copy's node once bound, and CopyReady whether it serves.
+	CopyNode  string
+	CopyReady bool
+	// Deadline is when the copy must be Ready, or the disruption is abandoned.
+	Deadline time.Time
 }
 
 // Resize is a pod's pending in-place resize: its PodResizePending condition.
@@ -157,6 +175,12 @@ func Explain(ctx context.Context, c client.Reader, namespace, name string) (*Exp
 		}
 	}
 
+	replacement, err := replacementOf(ctx, c, pod)
+	if err != nil {
+		return nil, err
+	}
+	ex.Replacement = replacement
+
 	events := &corev1.EventList{}
 	if err := c.List(ctx, events, client.InNamespace(namespace), client.MatchingFields{
 		"involvedObject.kind": "Pod", "involvedObject.name": name,
@@ -210,6 +234,28 @@ func Explain(ctx context.Context, c client.Reader, namespace, name string) (*Exp
 		}
 	}
 	return ex, nil
+}
+
+// replacementOf finds the replacement before eviction the pod takes part in: it is a copy,
+// or a copy names it.
+func replacementOf(ctx context.Context, c client.Reader, pod *corev1.Pod) (*Replacement, error) {
+	copy := pod
+	if !surge.IsCopy(pod) {
+		copies := &corev1.PodList{}
+		if err := c.List(ctx, copies, client.InNamespace(pod.Namespace), client.MatchingLabels{surge.ReplacesLabelKey: string(pod.UID)}); err != nil {
+			return nil, fmt.Errorf("listing copies of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
+		if len(copies.Items) == 0 {
+			return nil, nil
+		}
+		copy = &copies.Items[0]
+	}
+	r := &Replacement{IsCopy: copy == pod, Other: copy.Name, CopyNode: copy.Spec.NodeName, CopyReady: surge.Ready(copy)}
+	if r.IsCopy {
+		r.Other = copy.Annotations[surge.ReplacesAnnotationKey]
+	}
+	r.Deadline, _ = surge.Deadline(copy)
+	return r, nil
 }
 
 // overlaysOf returns the NodeOverlays that select the NodeClaim's offering: by the labels of

@@ -22,6 +22,7 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider"
 	"github.com/tailor-autoscaler/tailor/provisioner/launchlimit"
 	"github.com/tailor-autoscaler/tailor/provisioner/nomination"
+	"github.com/tailor-autoscaler/tailor/provisioner/surge"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
 )
 
@@ -323,5 +324,43 @@ func renderGolden(t *testing.T, file string, ex *Explanation) {
 	}
 	if diff := cmp.Diff(string(want), b.String()); diff != "" {
 		t.Errorf("Render (-want +got):\n%s", diff)
+	}
+}
+
+// TestExplainAReplacementInProgress reads a running pod whose copy starts before its
+// eviction, and the copy: both say which pod replaces which, where, and what they wait for.
+func TestExplainAReplacementInProgress(t *testing.T) {
+	ctx := context.Background()
+	old := createPod(t, ctx, "web-old")
+	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-old"}, Target: corev1.ObjectReference{Kind: "Node", Name: "ip-10-0-2-9.ec2.internal"}}
+	if err := kube.SubResource("binding").Create(ctx, old, binding); err != nil {
+		t.Fatalf("binding pod: %v", err)
+	}
+	copy := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-copy",
+			Labels:      map[string]string{surge.ReplacesLabelKey: string(old.UID)},
+			Annotations: map[string]string{surge.ReplacesAnnotationKey: old.Name, surge.DeadlineAnnotationKey: "2026-12-04T21:10:00Z"}},
+		Spec: corev1.PodSpec{SchedulerName: "tailor-scheduler", NodeName: "ip-10-0-3-7.ec2.internal",
+			Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}},
+	}
+	if err := kube.Create(ctx, copy); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Date(2026, 12, 4, 21, 10, 0, 0, time.UTC)
+	for _, c := range []struct {
+		pod, golden string
+		want        *Replacement
+	}{
+		{"web-old", "replaced.golden", &Replacement{Other: "web-copy", CopyNode: "ip-10-0-3-7.ec2.internal", Deadline: deadline}},
+		{"web-copy", "copy.golden", &Replacement{IsCopy: true, Other: "web-old", CopyNode: "ip-10-0-3-7.ec2.internal", Deadline: deadline}},
+	} {
+		got, err := Explain(ctx, kube, "default", c.pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(c.want, got.Replacement); diff != "" {
+			t.Errorf("%s: Replacement (-want +got):\n%s", c.pod, diff)
+		}
+		renderGolden(t, c.golden, got)
 	}
 }

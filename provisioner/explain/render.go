@@ -88,6 +88,27 @@ func Render(w io.Writer, ex *Explanation) error {
 			b.WriteString("  the scheduler counts the pod at its old size on its node; consolidation plans it at its new size wherever it moves it\n")
 		}
 	}
+	if r := ex.Replacement; r != nil {
+		b.WriteString("\nReplace before evict: in progress\n")
+		_, name, _ := strings.Cut(ex.Pod, "/")
+		copy, old := r.Other, name
+		if r.IsCopy {
+			copy, old = old, r.Other
+		}
+		where := "not bound to a node yet"
+		if r.CopyNode != "" {
+			where = "on node " + r.CopyNode
+		}
+		state := "not Ready yet"
+		if r.CopyReady {
+			state = "Ready: it is handed to its ReplicaSet, which takes the old pod away"
+		}
+		fmt.Fprintf(&b, "  copy %s of pod %s, %s, %s\n", copy, old, where, state)
+		if !r.Deadline.IsZero() && !r.CopyReady {
+			fmt.Fprintf(&b, "  waits for the copy to be Ready: the old pod goes only then, and the disruption is abandoned (the copy deleted, the node kept) if it is not by %s\n",
+				r.Deadline.UTC().Format(time.RFC3339))
+		}
+	}
 	if c := ex.CapacityRejected; c != nil {
 		state := "planned again"
 		if c.Held {

@@ -35,6 +35,9 @@ type Options struct {
 	SpotToSpotSavings  float64
 	// MinSavingsPerPod is the least hourly saving per pod a consolidation evicts.
 	MinSavingsPerPod float64
+	// ReplacementReadyTimeout bounds the wait for a copy of a pod replaced before its
+	// eviction to be Ready; 0 takes the Deployment's progressDeadlineSeconds.
+	ReplacementReadyTimeout time.Duration
 	// MovedPodsHold keeps consolidation off nodes holding pods it moved, for this long.
 	MovedPodsHold time.Duration
 	// DeletionCostSchedulers are the schedulers whose ReplicaSet pods get a pod deletion
@@ -139,6 +142,9 @@ func (o *Options) Validate() error {
 	if o.MinSavingsPerPod < 0 {
 		errs = append(errs, fmt.Errorf("--consolidation-min-savings-per-pod (%v) must not be negative; 0 takes any saving", o.MinSavingsPerPod))
 	}
+	if o.ReplacementReadyTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--replacement-ready-timeout (%s) must not be negative; 0 takes each Deployment's progressDeadlineSeconds", o.ReplacementReadyTimeout))
+	}
 	if len(o.DeletionCostSchedulers) > 0 && o.DeletionCostQPS <= 0 {
 		errs = append(errs, fmt.Errorf("--pod-deletion-cost-qps (%v) must be positive; an empty --pod-deletion-cost-schedulers turns the steering off", o.DeletionCostQPS))
 	}
@@ -189,6 +195,7 @@ func (o *Options) disruption() disruption.ControllerOptions {
 	}
 	d.SpotToSpotSavings = o.SpotToSpotSavings
 	d.MinSavingsPerPod = o.MinSavingsPerPod
+	d.ReplacementReadyTimeout = o.ReplacementReadyTimeout
 	d.PassTime = o.DisruptionPassTime
 	d.NoSpotToSpot = !o.FeatureGates.Enabled(GateSpotToSpotConsolidation)
 	d.StaticCapacity = o.FeatureGates.Enabled(GateStaticCapacity)

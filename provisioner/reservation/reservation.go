@@ -105,8 +105,17 @@ func Of(node *corev1.Node) (Reservation, bool, error) {
 	return r, true, nil
 }
 
-// ControllerOf returns the UID of the pod's controller; false for a pod without one.
+// ControllerAnnotationKey on a pod names the UID of the controller it is to belong to
+// while another object owns it: a copy started ahead of an eviction (package surge) is
+// its ReplicaSet's pod for the reservations, before the ReplicaSet adopts it.
+const ControllerAnnotationKey = "tailor.sh/controller"
+
+// ControllerOf returns the UID of the pod's controller (or of the one it is to belong to,
+// ControllerAnnotationKey); false for a pod without one.
 func ControllerOf(pod *corev1.Pod) (types.UID, bool) {
+	if uid := pod.Annotations[ControllerAnnotationKey]; uid != "" {
+		return types.UID(uid), true
+	}
 	owner := metav1.GetControllerOf(pod)
 	if owner == nil {
 		return "", false

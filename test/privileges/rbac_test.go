@@ -50,6 +50,10 @@ var notExercised = map[string]string{
 	"watch nodeoverlays.karpenter.sh":                    "NodeOverlay feature gate only (off in this round: the overlays are listed once, to say they are ignored)",
 	"patch nodeoverlays/status.karpenter.sh":             "NodeOverlay feature gate only: the NodeOverlay status controller",
 	"get podgroups.scheduling.x-k8s.io":                  "gangs only: pods that name a Coscheduling PodGroup",
+	"create pods":                                        replaceBeforeEvict,
+	"get replicasets.apps":                               replaceBeforeEvict,
+	"get deployments.apps":                               replaceBeforeEvict,
+	"list poddisruptionbudgets.policy":                   replaceBeforeEvict,
 	"list nodepools.karpenter.sh":                        watchListed,
 	"list nodeclaims.karpenter.sh":                       watchListed,
 	"list ec2nodeclasses.karpenter.k8s.aws":              watchListed,
@@ -59,6 +63,10 @@ var notExercised = map[string]string{
 	"get elasticquotas.scheduling.x-k8s.io":              "quotas only: CapacityScheduling in the profile",
 	"watch elasticquotas.scheduling.x-k8s.io":            "quotas only: CapacityScheduling in the profile",
 }
+
+// replaceBeforeEvict is why the round does not use the grants of replace before evict: its
+// pods do not opt in (test/e2e's disruption scenario and provisioner/disruption's tests do).
+const replaceBeforeEvict = "replace before evict only: pods annotated tailor.sh/replace-before-evict whose node is disrupted"
 
 // watchListed is why an informer's list goes unused: client-go 1.35 streams an informer's
 // initial list over its watch (WatchListClient, on by default), and lists only when the API

@@ -61,6 +61,10 @@ bench-scaledown: binaries ## Scale webmix 2000→500 and diverse 1000→700 pods
 bench-scale: binaries ## Burst to 5,000 nodes (webmix+diverse, NODES= or PODS= for less), scale down to a third: latencies, binds/s, RSS/CPU, API requests, consolidation; writes _output/bench/scale.json.
 	_output/bin/tailor-dev scale $(if $(NODES),--nodes $(NODES)) $(if $(PODS),--pods $(PODS))
 
+.PHONY: bench-disruption
+bench-disruption: binaries ## Replace-before-evict on the local stack: 20 single-replica Deployments behind Services and PDBs of minAvailable 1, half opted in, every node drifted, fillers scaled down: seconds without a ready endpoint per Deployment, drifted nodes replaced or kept, extra pods, time to converge; writes _output/bench/disruption.json. DEPLOYMENTS= sizes it.
+	_output/bin/tailor-dev disruption $(if $(DEPLOYMENTS),--deployments $(DEPLOYMENTS))
+
 .PHONY: chaos
 chaos: binaries ## Randomized fault trials on local stacks (2 replicas each): TRIALS= (100) trials from SEED= (from the time) on STACKS= (1) stacks side by side, faults at random moments, invariants after each; prints the table, writes _output/bench/chaos.json, fails on any breach.
 	go run ./test/chaos/cmd/tailor-chaos --trials $(or $(TRIALS),100) --stacks $(or $(STACKS),1) $(if $(SEED),--seed $(SEED))

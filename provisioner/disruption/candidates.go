@@ -7,6 +7,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -16,6 +20,7 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/nodeclaim"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 	"github.com/tailor-autoscaler/tailor/provisioner/reservation"
+	"github.com/tailor-autoscaler/tailor/provisioner/surge"
 )
 
 // view turns the planner's input into candidates and budgets.
@@ -53,10 +58,18 @@ func (c *Controller) view(ctx context.Context, in packing.Input) (Cluster, Budge
 			delete(c.replacements, name)
 		}
 	}
+	held, err := c.heldByBudgets(ctx, in, pools)
+	if err != nil {
+		return Cluster{}, nil, err
+	}
 	cluster := clusterOf(in)
 	seen := map[string]bool{}
 	for _, n := range in.Nodes {
 		seen[n.Node.Name] = true
+		if why, ok := held[n.Node.Name]; ok {
+			log.FromContext(ctx).V(2).Info("leaving a node alone: a pod of it cannot be evicted now", "node", n.Node.Name, "why", why)
+			continue
+		}
 		cand, ok := c.candidate(n, pools, now)
 		if ok {
 			cluster.Candidates = append(cluster.Candidates, cand)
@@ -86,6 +99,68 @@ func (c *Controller) view(ctx context.Context, in packing.Input) (Cluster, Budge
 		return n
 	}
 	return cluster, budget, nil
+}
+
+// heldByBudgets are the nodes, with why, that run a pod a PodDisruptionBudget lets no one
+// evict now and that no copy could replace first (package surge): as in Karpenter, they are
+// not disrupted until the budget allows it, rather than cordoned for a drain that cannot
+// finish, and that would hold every later decision while it waits.
+func (c *Controller) heldByBudgets(ctx context.Context, in packing.Input, pools map[string]*packing.NodePool) (map[string]string, error) {
+	pdbs := &policyv1.PodDisruptionBudgetList{}
+	if err := c.api.List(ctx, pdbs); err != nil {
+		return nil, fmt.Errorf("listing PodDisruptionBudgets: %w", err)
+	}
+	type budget struct {
+		namespace, name string
+		selector        labels.Selector
+	}
+	var closed []budget
+	for _, pdb := range pdbs.Items {
+		if pdb.Status.DisruptionsAllowed > 0 {
+			continue
+		}
+		// As the Eviction API reads it: an empty selector selects every pod of the namespace.
+		if sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector); err == nil {
+			closed = append(closed, budget{pdb.Namespace, pdb.Name, sel})
+		}
+	}
+	if len(closed) == 0 {
+		return nil, nil
+	}
+	checker := surge.Checker{API: c.api, Pods: c.kube, Timeout: c.opts.ReplacementReadyTimeout}
+	held := map[string]string{}
+	for _, n := range in.Nodes {
+		if n.NodeClaim == nil {
+			continue
+		}
+		var pool *karpv1.NodePool
+		if np, ok := pools[n.NodeClaim.Labels[karpv1.NodePoolLabelKey]]; ok {
+			pool = np.NodePool
+		}
+	pods:
+		for _, p := range n.Pods {
+			if !movable(p) {
+				continue
+			}
+			for _, b := range closed {
+				if b.namespace != p.Namespace || !b.selector.Matches(labels.Set(p.Labels)) {
+					continue
+				}
+				if surge.OptedIn(p, pool) {
+					v, err := checker.Check(ctx, p, map[types.UID]bool{p.UID: true})
+					if err != nil {
+						return nil, err
+					}
+					if v.Plan != nil {
+						continue
+					}
+				}
+				held[n.Node.Name] = fmt.Sprintf("PodDisruptionBudget %s allows no disruption of pod %s/%s", b.name, p.Namespace, p.Name)
+				break pods
+			}
+		}
+	}
+	return held, nil
 }
 
 // clusterOf is the cluster of a planner's input, without candidates.

@@ -33,5 +33,14 @@ func TestDecideDrift(t *testing.T) {
 			},
 			want: &summary{Reason: karpv1.DisruptionReasonEmpty, Originals: []string{"idle"}},
 		},
+		{
+			name: "a drifted node's pods do not move onto another drifted node, replaced in turn",
+			nodes: []node{
+				{name: "a", instanceType: "small.xlarge", capacityType: "on-demand", drifted: true, pods: []string{"3"}},
+				{name: "b", instanceType: "big.2xlarge", capacityType: "on-demand", drifted: true, pods: []string{"1"}},
+			},
+			budget: tenAtATime,
+			want:   &summary{Reason: karpv1.DisruptionReasonDrifted, Originals: []string{"a"}, Replacements: []string{"spot small.xlarge"}},
+		},
 	})
 }

@@ -1,6 +1,7 @@
 package disruption
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -294,5 +296,63 @@ func TestADeploymentWithoutSurgeFallsBackToEviction(t *testing.T) {
 	}
 	if got := events(recorder); !slices.Contains(got, surge.ReasonNoReplacement) {
 		t.Errorf("no %s event among %v", surge.ReasonNoReplacement, got)
+	}
+}
+
+// closedBudget creates a PodDisruptionBudget of the labels that allows no disruption now.
+func (f *fixture) closedBudget(name string, labels map[string]string) {
+	f.t.Helper()
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: labels}},
+	}
+	if err := kube.Create(f.ctx, pdb); err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { _ = kube.Delete(context.Background(), pdb) })
+	pdb.Status.DisruptionsAllowed, pdb.Status.ObservedGeneration = 0, pdb.Generation
+	if err := kube.Status().Update(f.ctx, pdb); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// TestANodeABudgetHoldsIsLeftAlone: a node running a pod no one may evict now is not
+// disrupted (its drain could not finish, and would hold every later decision), unless the
+// pod is replaced before its eviction.
+func TestANodeABudgetHoldsIsLeftAlone(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		optOut bool
+		want   map[string]string
+	}{
+		// a runs the held pod. Replaced first, it does not hold a: a and b go for one small
+		// node. Not opted in, it keeps a, and b's pod moves onto a.
+		{"the held pod is replaced before its eviction", false, map[string]string{"a": "cordoned", "b": "cordoned"}},
+		{"the held pod is not opted in", true, map[string]string{"a": "kept", "b": "deleted"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			prefix := "held"
+			if c.optOut {
+				prefix = "heldout"
+			}
+			f := newFixture(t, prefix)
+			f.node("a", "big.2xlarge")
+			f.deployment("a", func(d *appsv1.Deployment) {
+				if c.optOut {
+					d.Spec.Template.Annotations[surge.AnnotationKey] = "false"
+				}
+			})
+			if c.optOut {
+				for _, p := range f.pods[f.prefix+"-a"] {
+					p.Annotations = map[string]string{surge.AnnotationKey: "false"}
+				}
+			}
+			f.node("b", "big.2xlarge", "1")
+			f.closedBudget(f.prefix+"-web", map[string]string{"app": f.prefix + "-web"})
+			f.pass()
+			if diff := cmp.Diff(c.want, f.state("a", "b")); diff != "" {
+				t.Errorf("after a pass (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

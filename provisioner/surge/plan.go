@@ -123,8 +123,9 @@ func (c Checker) needs(ctx context.Context, pod *corev1.Pod, d *appsv1.Deploymen
 		return "", fmt.Errorf("listing the PodDisruptionBudgets of namespace %s: %w", pod.Namespace, err)
 	}
 	for _, pdb := range pdbs.Items {
+		// As the Eviction API reads it: an empty selector selects every pod of the namespace.
 		s, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
-		if err != nil || s.Empty() || !s.Matches(labels.Set(pod.Labels)) {
+		if err != nil || !s.Matches(labels.Set(pod.Labels)) {
 			continue
 		}
 		if pdb.Status.DisruptionsAllowed <= 0 {

@@ -53,7 +53,6 @@ var notExercised = map[string]string{
 	"create pods":                                        replaceBeforeEvict,
 	"get replicasets.apps":                               replaceBeforeEvict,
 	"get deployments.apps":                               replaceBeforeEvict,
-	"list poddisruptionbudgets.policy":                   replaceBeforeEvict,
 	"list nodepools.karpenter.sh":                        watchListed,
 	"list nodeclaims.karpenter.sh":                       watchListed,
 	"list ec2nodeclasses.karpenter.k8s.aws":              watchListed,

@@ -324,6 +324,10 @@ type deployment struct {
 	from, to int
 	// kept are the indices, in the workload, of the pods the scale-down keeps.
 	kept []int
+	// minAvailable, when set, is its PodDisruptionBudget's minAvailable, in place of a
+	// maxUnavailable of 1; unbudgeted leaves it without a budget.
+	minAvailable *intstr.IntOrString
+	unbudgeted   bool
 }
 
 // ScaleDown runs a scale-down on the stack: the workload's pods as Deployments, each with a
@@ -611,29 +615,31 @@ func (s *scaleDownRun) converge(ctx context.Context) error {
 // idlePasses reads how many disruption passes found nothing to disrupt, summed over the
 // sidecar's replicas that answer (only the leader makes passes).
 func idlePasses(ctx context.Context, metricsURLs []string) (float64, error) {
-	total, answered := 0.0, 0
+	n, err := passCounts(ctx, metricsURLs, disruption.PassIdle)
+	return n[disruption.PassIdle], err
+}
+
+// passCounts reads how many disruption passes ended with each of the results
+// (disruption.PassIdle, ...), summed over the sidecar's replicas that answer.
+func passCounts(ctx context.Context, metricsURLs []string, results ...string) (map[string]float64, error) {
+	out := map[string]float64{}
+	answered := 0
 	var errs []error
 	for _, url := range metricsURLs {
-		n, err := idlePassesOf(ctx, url)
+		metrics, err := localstack.ScrapeMetrics(ctx, url)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		total += n
+		for _, r := range results {
+			out[r] += metrics.Sum("tailor_disruption_passes_total", map[string]string{"result": r})
+		}
 		answered++
 	}
 	if answered == 0 && len(errs) > 0 {
-		return 0, errors.Join(errs...)
+		return nil, errors.Join(errs...)
 	}
-	return total, nil
-}
-
-func idlePassesOf(ctx context.Context, metricsURL string) (float64, error) {
-	metrics, err := localstack.ScrapeMetrics(ctx, metricsURL)
-	if err != nil {
-		return 0, err
-	}
-	return metrics.Sum("tailor_disruption_passes_total", map[string]string{"result": disruption.PassIdle}), nil
+	return out, nil
 }
 
 // groupDeployments groups the workload's pods whose labels and spec are identical into
@@ -736,9 +742,8 @@ type workloadPools struct {
 	pools   []*unstructured.Unstructured
 }
 
-// applyNodePools applies the workload's EC2NodeClasses, selecting the subnets and security
-// groups tagged for the stack's cluster, and its NodePools with consolidation off until
-// consolidate turns it on.
+// applyNodePools applies the EC2NodeClasses and NodePools of the workload files as
+// applyPoolObjects does.
 func applyNodePools(ctx context.Context, cfg *rest.Config, paths []string, cluster string) (*workloadPools, error) {
 	var objs []*unstructured.Unstructured
 	for _, path := range paths {
@@ -752,6 +757,14 @@ func applyNodePools(ctx context.Context, cfg *rest.Config, paths []string, clust
 		}
 		objs = append(objs, decoded...)
 	}
+	return applyPoolObjects(ctx, cfg, objs, cluster)
+}
+
+// applyPoolObjects applies the EC2NodeClasses among objs, selecting the subnets and
+// security groups tagged for the stack's cluster, and the NodePools among them with
+// consolidation off until consolidate turns it on; other objects are left out. The objects
+// are applied as given, with those fields set in place.
+func applyPoolObjects(ctx context.Context, cfg *rest.Config, objs []*unstructured.Unstructured, cluster string) (*workloadPools, error) {
 	applier, err := localstack.NewApplier(cfg)
 	if err != nil {
 		return nil, err
@@ -800,18 +813,21 @@ func (w *workloadPools) setConsolidateAfter(ctx context.Context, after string) e
 	return w.applier.ApplyObjects(ctx, w.pools...)
 }
 
-// createDeployments creates each Deployment's PodDisruptionBudget, then the Deployment with
-// all its replicas.
+// createDeployments creates each Deployment's PodDisruptionBudget, unless it has none, then
+// the Deployment with all its replicas, its pod's labels and annotations on its template.
 func createDeployments(ctx context.Context, cs kubernetes.Interface, ds []*deployment) error {
 	one := intstr.FromInt32(1)
 	for _, d := range ds {
 		sel := &metav1.LabelSelector{MatchLabels: map[string]string{DeploymentLabel: d.name}}
-		pdb := &policyv1.PodDisruptionBudget{
-			ObjectMeta: metav1.ObjectMeta{Name: d.name, Namespace: metav1.NamespaceDefault},
-			Spec:       policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &one, Selector: sel},
-		}
-		if _, err := cs.PolicyV1().PodDisruptionBudgets(metav1.NamespaceDefault).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("creating PodDisruptionBudget %s: %w", d.name, err)
+		if !d.unbudgeted {
+			spec := policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &one, Selector: sel}
+			if d.minAvailable != nil {
+				spec.MaxUnavailable, spec.MinAvailable = nil, d.minAvailable
+			}
+			pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: d.name, Namespace: metav1.NamespaceDefault}, Spec: spec}
+			if _, err := cs.PolicyV1().PodDisruptionBudgets(metav1.NamespaceDefault).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("creating PodDisruptionBudget %s: %w", d.name, err)
+			}
 		}
 		// The pods' own labels stay: their spread and affinity selectors refer to them.
 		podLabels := map[string]string{DeploymentLabel: d.name}
@@ -825,7 +841,7 @@ func createDeployments(ctx context.Context, cs kubernetes.Interface, ds []*deplo
 				Replicas: &replicas,
 				Selector: sel,
 				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
+					ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: d.pod.Annotations},
 					Spec:       *d.pod.Spec.DeepCopy(),
 				},
 			},
@@ -1144,8 +1160,14 @@ const maxPendingShown = 10
 
 // pendingPods describes a few pending pods and why the scheduler left them pending.
 func (w *scaleDownWatch) pendingPods(ctx context.Context) []string {
+	return pendingPods(ctx, w.cache)
+}
+
+// pendingPods describes a few of the pending pods a reader holds and why the scheduler left
+// them pending.
+func pendingPods(ctx context.Context, r client.Reader) []string {
 	pods := &corev1.PodList{}
-	if err := w.cache.List(ctx, pods); err != nil {
+	if err := r.List(ctx, pods); err != nil {
 		return nil
 	}
 	var out []string

@@ -10,6 +10,10 @@
 //	tailor-dev scale   start a fresh stack tuned for scale, run bench-scale (a burst of
 //	                   webmix and diverse pods to thousands of nodes, scaled down to a
 //	                   third), print its table, write its JSON, stop the stack
+//	tailor-dev disruption
+//	                   start a fresh stack, run bench-disruption (replace-before-evict:
+//	                   single-replica Deployments behind Services, half opted in, every
+//	                   node drifted), print its table, write its JSON, stop the stack
 package main
 
 import (
@@ -41,11 +45,11 @@ func main() {
 	var sd scaleDownFlags
 	fs.StringVar(&sd.shape, "shape", "", "scaledown: workload shape (webmix, diverse, ...); empty runs the scale-downs of issue 5 (webmix 2000 keep 1/4, diverse 1000 keep 7/10).")
 	fs.StringVar(&sd.keep, "keep", "", "scaledown: keep rule K/N, pod i of the workload is kept when i%N < K; empty takes issue 5's for the shape.")
-	fs.DurationVar(&sd.consolidateAfter, "consolidate-after", scenario.DefaultConsolidateAfter, "scaledown: consolidateAfter of the workload's NodePools.")
-	fs.DurationVar(&sd.disruptionInterval, "disruption-interval", scenario.DefaultDisruptionInterval, "scaledown: the sidecar's --disruption-interval.")
-	fs.BoolVar(&sd.keepLogs, "keep-logs", false, "scaledown: keep the stack's logs also of a scale-down that converged.")
+	fs.DurationVar(&sd.consolidateAfter, "consolidate-after", scenario.DefaultConsolidateAfter, "scaledown, disruption: consolidateAfter of the workload's NodePools.")
+	fs.DurationVar(&sd.disruptionInterval, "disruption-interval", scenario.DefaultDisruptionInterval, "scaledown, disruption: the sidecar's --disruption-interval.")
+	fs.BoolVar(&sd.keepLogs, "keep-logs", false, "scaledown, disruption: keep the stack's logs also of a run that converged.")
 	fs.StringVar(&sd.snapshotDir, "snapshot-dir", "", "scaledown: write the start of consolidation (nodes and the workload's pods on them) to DIR/SHAPE-PODS-start.json, to replay in memory.")
-	fs.IntVar(&sd.provisionerVerbosity, "provisioner-v", 1, "scaledown: the sidecar's log verbosity (-v); 2 also logs the room each decision reserves per node.")
+	fs.IntVar(&sd.provisionerVerbosity, "provisioner-v", 1, "scaledown, disruption: the sidecar's log verbosity (-v); 2 also logs the room each decision reserves per node.")
 	fs.StringVar(&sd.featureGates, "feature-gates", "", "scaledown, scale: the sidecar's --feature-gates (SpotToSpotConsolidation=true lets consolidation replace spot nodes with cheaper spot); empty keeps Karpenter's defaults.")
 	fs.StringVar(&sd.report, "scaledown-report", "_output/bench/scaledown.json", "scaledown: the JSON report (one entry per scale-down), relative to --root.")
 	fs.BoolVar(&sd.deletionCosts, "pod-deletion-costs", true, "scaledown, scale: let the sidecar steer the scale-down with pod deletion costs (false runs it with --pod-deletion-cost-schedulers=, as the ReplicaSet controller deletes alone).")
@@ -55,8 +59,13 @@ func main() {
 	fs.IntVar(&sc.pods, "pods", 0, "scale: pods in all, four in five webmix, one in five diverse (scaledown: pods before the scale-down; 0 takes issue 5's for the shape).")
 	fs.StringVar(&sc.report, "report", "_output/bench/scale.json", "scale: the JSON report, relative to --root.")
 	fs.DurationVar(&sc.convergeTimeout, "converge-timeout", 2*time.Hour, "scale: how long consolidation may take to converge.")
+	var dr disruptionFlags
+	fs.IntVar(&dr.deployments, "deployments", scenario.DefaultDisruptionDeployments, "disruption: single-replica Deployments behind a Service and a PodDisruptionBudget of minAvailable 1; the first half opt in to replace-before-evict.")
+	fs.DurationVar(&dr.runTimeout, "run-timeout", 5*time.Minute, "disruption: how long the set-up may take to run every pod with every Service ready.")
+	fs.DurationVar(&dr.timeout, "timeout", 20*time.Minute, "disruption: bounds the whole run; the opted-in pool not converged by then is reported as timed out.")
+	fs.StringVar(&dr.report, "disruption-report", "_output/bench/disruption.json", "disruption: the JSON report, relative to --root.")
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: tailor-dev up|env|down|demo|scaledown|scale [flags]")
+		fmt.Fprintln(os.Stderr, "usage: tailor-dev up|env|down|demo|scaledown|scale|disruption [flags]")
 		os.Exit(2)
 	}
 	cmd := os.Args[1]
@@ -67,7 +76,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	absRoot, err := filepath.Abs(*root)
 	if err == nil {
-		err = run(ctx, cmd, stackOptions{root: absRoot, bootDelay: *bootDelay, serverVersion: *serverVersion}, *dir, sd, sc)
+		err = run(ctx, cmd, stackOptions{root: absRoot, bootDelay: *bootDelay, serverVersion: *serverVersion}, *dir, sd, sc, dr)
 	}
 	stop()
 	if err != nil {
@@ -88,7 +97,7 @@ func (o stackOptions) options(dir string) localstack.Options {
 	return localstack.Options{Root: o.root, Dir: dir, BootDelay: o.bootDelay, ServerVersion: o.serverVersion, Progress: os.Stdout}
 }
 
-func run(ctx context.Context, cmd string, so stackOptions, dir string, sd scaleDownFlags, sc scaleFlags) error {
+func run(ctx context.Context, cmd string, so stackOptions, dir string, sd scaleDownFlags, sc scaleFlags, dr disruptionFlags) error {
 	root, bootDelay := so.root, so.bootDelay
 	switch cmd {
 	case "up":
@@ -136,8 +145,10 @@ func run(ctx context.Context, cmd string, so stackOptions, dir string, sd scaleD
 		return scaleDown(ctx, root, bootDelay, sd, runs)
 	case "scale":
 		return scale(ctx, root, bootDelay, sd, sc)
+	case "disruption":
+		return disruption(ctx, root, bootDelay, sd, dr)
 	}
-	return fmt.Errorf("unknown command %q: use up, env, down, demo, scaledown or scale", cmd)
+	return fmt.Errorf("unknown command %q: use up, env, down, demo, scaledown, scale or disruption", cmd)
 }
 
 func demo(ctx context.Context, so stackOptions) (err error) {
@@ -370,6 +381,61 @@ func scale(ctx context.Context, root string, bootDelay time.Duration, sd scaleDo
 	}
 	if rep.PodsRunning != rep.Pods || !rep.Converged || rep.PodsRunningAfter != rep.PodsKept {
 		return fmt.Errorf("%d of %d pods ran, converged %t with %d of %d kept pods running", rep.PodsRunning, rep.Pods, rep.Converged, rep.PodsRunningAfter, rep.PodsKept)
+	}
+	return nil
+}
+
+// disruptionFlags are the flags of tailor-dev disruption.
+type disruptionFlags struct {
+	deployments         int
+	runTimeout, timeout time.Duration
+	report              string
+}
+
+// disruption runs bench-disruption on a fresh stack, writes its report, and fails when the
+// opted-in pool did not converge within the timeout.
+func disruption(ctx context.Context, root string, bootDelay time.Duration, sd scaleDownFlags, f disruptionFlags) (err error) {
+	dir, err := os.MkdirTemp("", "tailor-disruption-")
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	fmt.Printf("starting a fresh local stack for bench-disruption (sidecar %s)\n", strings.Join(sd.provisionerArgs(), " "))
+	stack, err := localstack.Up(ctx, localstack.Options{
+		Root: root, Dir: dir, BootDelay: bootDelay, Progress: os.Stdout,
+		ProvisionerArgs: sd.provisionerArgs(),
+	})
+	if err != nil {
+		return err
+	}
+	var r scenario.DisruptionResult
+	defer func() {
+		fmt.Println("stopping the local stack")
+		stack.Down()
+		if err == nil && !sd.keepLogs {
+			err = os.RemoveAll(dir)
+		} else {
+			fmt.Fprintf(os.Stderr, "logs kept in %s/logs\n", dir)
+		}
+	}()
+	fmt.Printf("stack ready in %.1fs\n\n", time.Since(start).Seconds())
+	r, err = scenario.Disruption(ctx, stack, scenario.DisruptionOptions{
+		Deployments: f.deployments, ConsolidateAfter: sd.consolidateAfter, DisruptionInterval: sd.disruptionInterval,
+		RunTimeout: f.runTimeout, Timeout: f.timeout,
+	}, os.Stdout)
+	if err != nil {
+		return err
+	}
+	report := f.report
+	if !filepath.IsAbs(report) {
+		report = filepath.Join(root, report)
+	}
+	if err := scenario.WriteDisruptionReport(report, r); err != nil {
+		return err
+	}
+	fmt.Printf("wrote %s\n", report)
+	if r.TimedOut {
+		return fmt.Errorf("the opted-in pool did not converge within %s: waiting for %s", f.timeout, r.Waiting)
 	}
 	return nil
 }

@@ -15,7 +15,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/deletioncost"
 	"github.com/tailor-autoscaler/tailor/provisioner/launchlimit"
+	"github.com/tailor-autoscaler/tailor/provisioner/reservation"
+	"github.com/tailor-autoscaler/tailor/provisioner/surge"
 )
 
 // CacheOptions are the settings of the sidecar's cache that decide what it holds; the
@@ -39,8 +42,14 @@ var UnfinishedPods = fields.AndSelectors(
 )
 
 // podAnnotations are the pod annotations Tailor reads: disruption and the drain leave
-// do-not-disrupt pods alone and mirror pods in place.
-var podAnnotations = []string{karpv1.DoNotDisruptAnnotationKey, corev1.MirrorPodAnnotationKey}
+// do-not-disrupt pods alone and mirror pods in place; the deletion-cost steering leaves
+// alone a cost it did not write; replace before evict reads a pod's opt-in, and a copy's
+// marks; reservations count a copy for the ReplicaSet it is to belong to.
+var podAnnotations = []string{
+	karpv1.DoNotDisruptAnnotationKey, corev1.MirrorPodAnnotationKey,
+	deletioncost.PodDeletionCostAnnotationKey, deletioncost.ManagedAnnotationKey,
+	surge.AnnotationKey, surge.ReplacesAnnotationKey, surge.DeadlineAnnotationKey, reservation.ControllerAnnotationKey,
+}
 
 // Pod cuts a pod down to what Tailor reads: its metadata without managed fields and with
 // only the annotations it reads, the phase and readiness, and of the spec what the planner simulates the

@@ -17,8 +17,11 @@ import (
 	"k8s.io/utils/ptr"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/deletioncost"
 	"github.com/tailor-autoscaler/tailor/provisioner/informers"
 	"github.com/tailor-autoscaler/tailor/provisioner/launchlimit"
+	"github.com/tailor-autoscaler/tailor/provisioner/reservation"
+	"github.com/tailor-autoscaler/tailor/provisioner/surge"
 )
 
 // Fates of a field under a transform.
@@ -321,6 +324,19 @@ func TestPodTransform(t *testing.T) {
 			}}},
 			want: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{
 				karpv1.DoNotDisruptAnnotationKey: "true", corev1.MirrorPodAnnotationKey: "abc",
+			}}},
+		},
+		{
+			name: "deletion costs, their record, and replace before evict's opt-in and marks stay",
+			pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{
+				deletioncost.PodDeletionCostAnnotationKey: "100", deletioncost.ManagedAnnotationKey: "-7500",
+				surge.AnnotationKey: "true", surge.ReplacesAnnotationKey: "web-old", surge.DeadlineAnnotationKey: "2026-12-04T21:10:00Z",
+				reservation.ControllerAnnotationKey: "uid-rs", "deployment.kubernetes.io/revision": "3",
+			}}},
+			want: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{
+				deletioncost.PodDeletionCostAnnotationKey: "100", deletioncost.ManagedAnnotationKey: "-7500",
+				surge.AnnotationKey: "true", surge.ReplacesAnnotationKey: "web-old", surge.DeadlineAnnotationKey: "2026-12-04T21:10:00Z",
+				reservation.ControllerAnnotationKey: "uid-rs",
 			}}},
 		},
 		{

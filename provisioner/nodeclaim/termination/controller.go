@@ -37,14 +37,19 @@ const (
 	ReasonTerminated = "Terminated"
 	// ReasonDrainBlocked: pods that must leave the node cannot be evicted yet.
 	ReasonDrainBlocked = "DrainBlocked"
+	// ReasonInstanceGoneDuringDrain: the drain waited on pods whose instance is gone; the
+	// node goes without them, and the pods with it.
+	ReasonInstanceGoneDuringDrain = "InstanceGoneDuringDrain"
 )
 
 // pollInterval is how often an instance being terminated is checked.
 const pollInterval = 2 * time.Second
 
-// Terminator terminates instances; Delete returns a NodeClaimNotFoundError once the instance is gone.
+// Terminator terminates instances; Delete returns a NodeClaimNotFoundError once the instance
+// is gone, and Get returns one for an instance gone.
 type Terminator interface {
 	Delete(ctx context.Context, nodeClaim *karpv1.NodeClaim) error
+	Get(ctx context.Context, providerID string) (*karpv1.NodeClaim, error)
 }
 
 // Drainer empties a node before its instance goes.
@@ -186,6 +191,15 @@ func (c *Controller) drain(ctx context.Context, nc *karpv1.NodeClaim, node *core
 				names = append(names, name+" ("+why+")")
 			}
 			sort.Strings(names)
+			if gone, err := c.instanceGone(ctx, nc); err != nil || gone {
+				if gone {
+					c.blocked.set(nc.Name, "", false)
+					c.recorder.Eventf(nc, corev1.EventTypeWarning, ReasonInstanceGoneDuringDrain,
+						"instance %s is gone: not waiting to evict %s, which no longer run", nc.Status.ProviderID, strings.Join(names, "; "))
+					log.FromContext(ctx).Info("the instance is gone: the node goes without waiting for the pods a budget holds", "node", node.Name, "pods", names)
+				}
+				return !gone, err
+			}
 			c.recorder.Eventf(nc, corev1.EventTypeWarning, ReasonDrainBlocked, "waiting to evict %s", strings.Join(names, "; "))
 		}
 		log.FromContext(ctx).V(1).Info("draining node", "node", node.Name, "remaining", res.Remaining, "forced", res.Forced)
@@ -198,6 +212,24 @@ func (c *Controller) drain(ctx context.Context, nc *karpv1.NodeClaim, node *core
 	if len(volumes) > 0 {
 		log.FromContext(ctx).V(1).Info("waiting for volumes to detach", "node", node.Name, "volumes", volumes)
 		return true, nil
+	}
+	return false, nil
+}
+
+// instanceGone reports whether the NodeClaim's instance is gone (an instance that dies
+// without notice, a spot reclaim without its warning): the pods a drain waits on no longer
+// run, and a budget that holds them would hold the node for ever. Karpenter releases such a
+// node too. It is asked only of drains that wait on a budget.
+func (c *Controller) instanceGone(ctx context.Context, nc *karpv1.NodeClaim) (bool, error) {
+	if nc.Status.ProviderID == "" {
+		return false, nil
+	}
+	_, err := c.terminator.Get(ctx, nc.Status.ProviderID)
+	if cloudprovider.IsNodeClaimNotFoundError(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading instance %s: %w", nc.Status.ProviderID, err)
 	}
 	return false, nil
 }

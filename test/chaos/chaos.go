@@ -62,6 +62,9 @@ const DefaultRecovery = 4 * time.Minute
 // consolidation off the pods it moved, within which none may be evicted again.
 const MovedPodsHold = 30 * time.Second
 
+// ReplacementReadyTimeout is the chaos stack's --replacement-ready-timeout.
+const ReplacementReadyTimeout = 30 * time.Second
+
 // StackOptions are the chaos stack's: two replicas, an interruption queue, and windows
 // shortened so that a trial comes to rest in a minute or two. The sidecar's flags:
 // --disruption-interval 2s (10s), --orphan-instance-grace 10s (30s),
@@ -73,9 +76,12 @@ const MovedPodsHold = 30 * time.Second
 // roll-out that replaced nodes one for one would stay above 1.05 for an hour, and
 // --spot-to-spot-savings 0.05 (0.2): a spot node is replaced by cheaper spot once that saves
 // what the cost bound allows, or a lone spot node 6% dearer than a fresh plan stays (seed
-// 1018). Spot instances are reclaimed 20s after their warning (EC2's two minutes). The
-// schedulers run the RejectLaunchedNodes filter, which only the UnmodelledRejection fault's
-// pods meet.
+// 1018), and --replacement-ready-timeout 30s (each Deployment's progressDeadlineSeconds,
+// 600s): a copy of a pod replaced before its eviction is Ready within seconds once it
+// lands, and one that is not is deleted, its disruption abandoned, within a trial's
+// recovery bound. Spot instances are reclaimed 20s after their warning (EC2's two
+// minutes). The schedulers run the RejectLaunchedNodes filter, which only the
+// UnmodelledRejection fault's pods meet.
 func StackOptions(root, dir string) localstack.Options {
 	return localstack.Options{
 		Root: root, Dir: dir, Replicas: 2, BootDelay: 2 * time.Second, RejectLaunchedNodes: true,
@@ -84,7 +90,7 @@ func StackOptions(root, dir string) localstack.Options {
 			"--disruption-interval", "2s", "--orphan-instance-grace", "10s",
 			"--nodeclaim-registration-timeout", "30s", "--unavailable-offerings-ttl", "20s",
 			"--feature-gates", "SpotToSpotConsolidation=true", "--moved-pods-hold", MovedPodsHold.String(),
-			"--spot-to-spot-savings", "0.05",
+			"--spot-to-spot-savings", "0.05", "--replacement-ready-timeout", ReplacementReadyTimeout.String(),
 		},
 	}
 }

@@ -10,14 +10,18 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/tailor-autoscaler/tailor/provisioner/surge"
 	"github.com/tailor-autoscaler/tailor/test/localaws"
 	"github.com/tailor-autoscaler/tailor/test/localstack"
 	"github.com/tailor-autoscaler/tailor/test/rejectfilter"
@@ -116,7 +120,7 @@ type injector struct {
 	ec2         ec2Faults
 	killedNodes map[string]bool
 	// injected counts faults by kind; skipped those that found nothing to hit (no spot
-	// instance to reclaim).
+	// instance to reclaim, no replacement under way to interrupt).
 	injected map[FaultKind]int
 	skipped  map[FaultKind]int
 	// restarts are the components that ended on their own and were started again, with how
@@ -154,7 +158,12 @@ func (in *injector) run(ctx context.Context, start time.Time, faults []Fault) er
 			if lift == nil {
 				return
 			}
-			sleepUntil(ctx, start.Add(f.End()))
+			// A fault that waited for something to hit lasts its span from when it struck.
+			end := start.Add(f.End())
+			if struck := time.Now(); struck.Add(f.For).After(end) {
+				end = struck.Add(f.For)
+			}
+			sleepUntil(ctx, end)
 			if err := lift(context.WithoutCancel(ctx)); err != nil {
 				errs[i] = fmt.Errorf("lifting %s: %w", f, err)
 			}
@@ -215,6 +224,8 @@ func (in *injector) strike(ctx context.Context, f Fault) (func(context.Context) 
 		return nil, in.reclaim(ctx, f)
 	case UnmodelledRejection:
 		return nil, in.createRejected(ctx)
+	case KillLeaderMidReplacement:
+		return in.killLeaderMidReplacement(ctx, f)
 	}
 	return nil, fmt.Errorf("unknown fault kind %q", f.Kind)
 }
@@ -239,6 +250,89 @@ func (in *injector) start(ctx context.Context, name string) error {
 		time.Sleep(2 * time.Second)
 	}
 	return err
+}
+
+// copyWait bounds how long a KillLeaderMidReplacement fault waits for a copy to appear: a
+// drift takes the node of the trial's pod replaced before its eviction within about a
+// minute of the phase's start; a consolidation may never take it.
+const copyWait = time.Minute
+
+// killLeaderMidReplacement waits for a copy of a pod replaced before its eviction, then
+// kills the provisioner of the replica that leads, which made the copy; the lift starts it
+// again. A fault that finds no copy within copyWait counts as skipped.
+func (in *injector) killLeaderMidReplacement(ctx context.Context, f Fault) (func(context.Context) error, error) {
+	found, err := in.waitForCopy(ctx, copyWait)
+	if err != nil || found == "" {
+		if err == nil {
+			in.count(f.Kind, false)
+		}
+		return nil, err
+	}
+	replica, err := in.leader(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("finding the leader that made copy %s: %w", found, err)
+	}
+	name := localstack.ProvisionerOf(replica)
+	in.mu.Lock()
+	in.stack.Kill(name)
+	in.injected[f.Kind]++
+	in.mu.Unlock()
+	return func(ctx context.Context) error { return in.start(ctx, name) }, nil
+}
+
+// waitForCopy waits up to timeout for a copy (a pod labelled surge.ReplacesLabelKey, not
+// being deleted) and returns its name; "" when none came. Errors while listing are retried:
+// an API server or etcd restart may strike at the same time.
+func (in *injector) waitForCopy(ctx context.Context, timeout time.Duration) (string, error) {
+	var found string
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		pods, err := in.cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: surge.ReplacesLabelKey})
+		if err != nil {
+			return false, nil
+		}
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil {
+				found = p.Namespace + "/" + p.Name
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil && ctx.Err() != nil {
+		return "", ctx.Err()
+	}
+	return found, nil
+}
+
+// leader is the replica whose scheduler holds the schedulers' Lease: its provisioner leads
+// (package leader). It retries for a while, the Lease being unreadable while the API server
+// restarts.
+func (in *injector) leader(ctx context.Context) (string, error) {
+	var holder string
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		lease, err := in.cs.CoordinationV1().Leases(in.stack.LeaseNamespace()).Get(ctx, in.stack.LeaseName(), metav1.GetOptions{})
+		if err != nil {
+			last = err
+			return false, nil
+		}
+		holder = replicaOf(lease)
+		return holder != "", nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("reading Lease %s/%s: %w (last error: %v)", in.stack.LeaseNamespace(), in.stack.LeaseName(), err, last)
+	}
+	return holder, nil
+}
+
+// replicaOf is the replica whose scheduler holds a Lease: its holder identity up to the
+// first "_" (leader.Identity); "" when no one holds it.
+func replicaOf(lease *coordinationv1.Lease) string {
+	if lease.Spec.HolderIdentity == nil {
+		return ""
+	}
+	replica, _, _ := strings.Cut(*lease.Spec.HolderIdentity, "_")
+	return replica
 }
 
 // setEC2 sets or lifts one EC2 fault, keeping the others in force.

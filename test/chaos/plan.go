@@ -66,6 +66,11 @@ const (
 	// (the RejectLaunchedNodes filter, which the planner does not model): the launches for
 	// it must stay within --launch-limit-per-pod, whatever else strikes.
 	UnmodelledRejection FaultKind = "unmodelled-rejection"
+	// KillLeaderMidReplacement waits for a pod replaced before its eviction to have its copy
+	// (a pod labelled tailor.sh/replaces), then kill -9s the provisioner of the replica that
+	// leads, and starts it again once the fault ends: the leader that takes over finds a copy
+	// no decision of its own waits for, and nodes its predecessor cordoned.
+	KillLeaderMidReplacement FaultKind = "kill-leader-mid-replacement"
 )
 
 // FaultKinds are every kind, in the order a seed picks from. Clock jumps are not among them:
@@ -74,7 +79,7 @@ const (
 var FaultKinds = []FaultKind{
 	KillProvisioner, KillScheduler, RestartAPIServer, RestartEtcd, RemoveSocket,
 	EC2Throttle, EC2ServerError, EC2Capacity, EC2PartialFleet, EC2LaunchLatency, EC2NeverRegister,
-	InstanceDies, SpotWarning, SpotNoWarning, UnmodelledRejection,
+	InstanceDies, SpotWarning, SpotNoWarning, UnmodelledRejection, KillLeaderMidReplacement,
 }
 
 // Fault is one fault of a trial.
@@ -83,7 +88,8 @@ type Fault struct {
 	// At is when it strikes, counted from the start of the phase; For how long it lasts
 	// (until a killed process is started again, a socket restored, an EC2 fault lifted).
 	At, For time.Duration
-	// Replica is the replica a process or socket fault hits ("a" or "b").
+	// Replica is the replica a process or socket fault hits ("a" or "b"); a
+	// KillLeaderMidReplacement hits the replica that leads when it strikes.
 	Replica string
 	// Pick chooses, among the instances live when the fault strikes, the one it hits (index
 	// modulo their number): the instances are not known when the trial is planned.
@@ -101,13 +107,18 @@ func (f Fault) String() string {
 	return s
 }
 
-// Deployment is one Deployment of a trial, with a PodDisruptionBudget of maxUnavailable 1.
+// Deployment is one Deployment of a trial, with a PodDisruptionBudget of maxUnavailable 1,
+// or, when ReplaceBeforeEvict, of minAvailable 1.
 type Deployment struct {
 	Name string
 	// Replicas it runs; Keep how many are left after a scale-down.
 	Replicas, Keep int
 	// CPU each pod requests, in millicores.
 	CPUMilli int64
+	// ReplaceBeforeEvict opts its pods in to replace-before-evict (tailor.sh/replace-before-evict
+	// on its template) and gives it a PodDisruptionBudget of minAvailable 1: with its single
+	// replica, consolidation and drift may not evict its pod, and replace it instead.
+	ReplaceBeforeEvict bool
 }
 
 // Plan is everything a trial does, drawn from its seed alone.
@@ -129,7 +140,8 @@ type Window struct {
 	MaxReplicas int
 }
 
-// NewPlan draws a trial's plan from its seed: the same seed gives the same plan.
+// NewPlan draws a trial's plan from its seed: the same seed gives the same plan. Every plan
+// ends its Deployments with one of a single replica that is replaced before its eviction.
 func NewPlan(seed uint64, w Window) Plan {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	p := Plan{Seed: seed, Phase: Phases[r.IntN(len(Phases))]}
@@ -162,6 +174,15 @@ func NewPlan(seed uint64, w Window) Plan {
 		}
 		p.Faults = append(p.Faults, f)
 	}
+	// Drawn last, so that a seed's phase and other Deployments are what they were before it
+	// was added (its faults are not: the kinds are drawn from FaultKinds, which grew).
+	p.Deployments = append(p.Deployments, Deployment{
+		Name:               fmt.Sprintf("chaos-%x-%d", seed, len(p.Deployments)),
+		Replicas:           1,
+		Keep:               1,
+		CPUMilli:           cpus[r.IntN(len(cpus))],
+		ReplaceBeforeEvict: true,
+	})
 	slices.SortStableFunc(p.Faults, func(a, b Fault) int { return int(a.At - b.At) })
 	return p
 }

@@ -235,7 +235,7 @@ func (r *Report) Print(w io.Writer) {
 	for _, k := range FaultKinds {
 		line := fmt.Sprintf("  %s\t%d", k, r.Faults[k])
 		if r.Skipped[k] > 0 {
-			line += fmt.Sprintf(" (%d found no instance to hit)", r.Skipped[k])
+			line += fmt.Sprintf(" (%d found %s)", r.Skipped[k], nothingToHit(k))
 		}
 		fmt.Fprintln(tw, line)
 	}
@@ -268,6 +268,14 @@ func (r *Report) Print(w io.Writer) {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "chaos: %d trials, %d faults, %d breaches\n", r.Trials, r.FaultCount(), len(r.Breaches))
+}
+
+// nothingToHit says what a skipped fault of a kind found nothing of.
+func nothingToHit(k FaultKind) string {
+	if k == KillLeaderMidReplacement {
+		return "no replacement under way"
+	}
+	return "no instance to hit"
 }
 
 // Write writes the report as JSON to path.

@@ -10,16 +10,20 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws"
+	"github.com/tailor-autoscaler/tailor/provisioner/disruption"
 	"github.com/tailor-autoscaler/tailor/provisioner/launchlimit"
 	"github.com/tailor-autoscaler/tailor/provisioner/provisioning"
+	"github.com/tailor-autoscaler/tailor/provisioner/surge"
 	"github.com/tailor-autoscaler/tailor/test/localaws"
 	"github.com/tailor-autoscaler/tailor/test/scenario"
 )
@@ -38,6 +42,9 @@ const (
 	InvNoGrowth          = "no-growth"
 	InvLaunchesBounded   = "launches-bounded"
 	InvCleanup           = "cleanup"
+	InvNoCopyLeft        = "no-copy-left"
+	InvNoExtraReplicas   = "no-extra-replicas"
+	InvNoCordoned        = "no-cordoned-node"
 )
 
 // costSlack is the bound on the cost at rest over a fresh plan.
@@ -125,19 +132,19 @@ func (r *runner) trial(ctx context.Context, plan Plan) (*TrialResult, error) {
 	faultsEnd := time.Now()
 	rest := r.atRest(ctx, plan)
 	res.Recovery = time.Since(faultsEnd)
-	for _, inv := range []string{InvPodsRunning, InvNoOrphanInstance, InvNoClaimWithout, InvNoDrifted, InvCost} {
+	for _, inv := range []string{InvPodsRunning, InvNoOrphanInstance, InvNoClaimWithout, InvNoDrifted, InvCost, InvNoCopyLeft, InvNoExtraReplicas, InvNoCordoned} {
 		detail, failed := rest[inv]
 		res.check(plan, inv, !failed, "%s", detail)
 	}
 	r.checkLaunches(ctx, plan, start, launchedBefore, res)
 	r.checkRejected(ctx, plan, start, res)
-	evicted, deleted := watch.close()
-	for _, e := range append(evicted, deleted...) {
+	seen := watch.close()
+	for _, e := range append(seen.evicted, seen.deleted...) {
 		if e.tombstone {
 			res.Tombstones++
 		}
 	}
-	r.checkEvictions(plan, phaseStart, evicted, deleted, res)
+	r.checkEvictions(plan, phaseStart, seen, res)
 	r.checkProcesses(ctx, plan, res)
 	if err := r.cleanup(ctx); err != nil {
 		res.check(plan, InvCleanup, false, "%v", err)
@@ -167,7 +174,9 @@ func wantReplicas(plan Plan, d Deployment, begun bool) int {
 	return d.Replicas
 }
 
-// podsRunning says which Deployments do not run all their pods; "" when all do.
+// podsRunning says which Deployments do not run all their pods; "" when all do. Copies of
+// pods replaced before their eviction are no pods of their Deployments until handed over
+// (no-copy-left and no-extra-replicas judge those left at rest).
 func (r *runner) podsRunning(ctx context.Context, plan Plan, begun bool) string {
 	pods, err := r.cs.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{LabelSelector: DeploymentLabel})
 	if err != nil {
@@ -176,7 +185,7 @@ func (r *runner) podsRunning(ctx context.Context, plan Plan, begun bool) string 
 	running := map[string]int{}
 	pending := 0
 	for _, p := range pods.Items {
-		if p.DeletionTimestamp != nil {
+		if p.DeletionTimestamp != nil || surge.IsCopy(&p) {
 			continue
 		}
 		if p.Status.Phase == corev1.PodRunning {
@@ -259,6 +268,7 @@ func (r *runner) restChecks(ctx context.Context, plan Plan) map[string]string {
 	if len(drifted) > 0 {
 		failed[InvNoDrifted] = fmt.Sprintf("NodeClaims still drifted: %v", drifted)
 	}
+	r.surgeChecks(ctx, claims.Items, failed)
 	var pods []*corev1.Pod
 	for _, d := range plan.Deployments {
 		pods = append(pods, podsOf(d, wantReplicas(plan, d, true))...)
@@ -271,6 +281,118 @@ func (r *runner) restChecks(ctx context.Context, plan Plan) map[string]string {
 		failed[InvCost] = fmt.Sprintf("$%.4f/hour on %d nodes priced whole (%d instances priced alone: %v), ×%.3f a fresh plan's $%.4f/hour", cost, len(live), len(unpriced), unpriced, cost/fresh, fresh)
 	}
 	return failed
+}
+
+// surgeChecks evaluates, into failed, the invariants of a rest that replacements before
+// eviction and the decisions a killed leader left must come back to: no copy left, no
+// Deployment running more pods than its replicas, no node cordoned by a decision no longer
+// under way.
+func (r *runner) surgeChecks(ctx context.Context, claims []karpv1.NodeClaim, failed map[string]string) {
+	pods, err := r.cs.CoreV1().Pods(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		failed[InvNoCopyLeft] = fmt.Sprintf("listing pods: %v", err)
+		return
+	}
+	if left := copiesLeft(pods.Items); len(left) > 0 {
+		failed[InvNoCopyLeft] = fmt.Sprintf("copies of pods replaced before their eviction left at rest: %s", strings.Join(left, "; "))
+	}
+	deps, err := r.cs.AppsV1().Deployments(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		failed[InvNoExtraReplicas] = fmt.Sprintf("listing Deployments: %v", err)
+	} else if extra := extraReplicas(deps.Items, pods.Items); len(extra) > 0 {
+		failed[InvNoExtraReplicas] = fmt.Sprintf("Deployments running more pods than their replicas: %s", strings.Join(extra, "; "))
+	}
+	nodes, err := r.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		failed[InvNoCordoned] = fmt.Sprintf("listing nodes: %v", err)
+	} else if cordoned := cordonedNodes(nodes.Items, claims); len(cordoned) > 0 {
+		failed[InvNoCordoned] = fmt.Sprintf("nodes cordoned for a disruption while their NodeClaims are not being deleted: %s", strings.Join(cordoned, "; "))
+	}
+}
+
+// copiesLeft describes the copies among pods (surge.IsCopy) that are not being deleted.
+func copiesLeft(pods []corev1.Pod) []string {
+	var out []string
+	for i := range pods {
+		p := &pods[i]
+		if !surge.IsCopy(p) || p.DeletionTimestamp != nil {
+			continue
+		}
+		state := "not Ready"
+		if surge.Ready(p) {
+			state = "Ready"
+		}
+		node := p.Spec.NodeName
+		if node == "" {
+			node = "no node"
+		}
+		out = append(out, fmt.Sprintf("%s (%s on %s) replacing pod %s, due Ready by %s", p.Name, state, node,
+			p.Annotations[surge.ReplacesAnnotationKey], p.Annotations[surge.DeadlineAnnotationKey]))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// extraReplicas describes the Deployments that more pods match, not being deleted nor
+// finished, than their replicas: a copy left, or an old pod its ReplicaSet kept beside the
+// copy that replaced it.
+func extraReplicas(deps []appsv1.Deployment, pods []corev1.Pod) []string {
+	var out []string
+	for _, d := range deps {
+		sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+		if err != nil || sel.Empty() {
+			continue
+		}
+		want := int32(1)
+		if d.Spec.Replicas != nil {
+			want = *d.Spec.Replicas
+		}
+		var names []string
+		for i := range pods {
+			p := &pods[i]
+			if p.Namespace == d.Namespace && p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed && sel.Matches(labels.Set(p.Labels)) {
+				names = append(names, p.Name)
+			}
+		}
+		if int32(len(names)) > want {
+			slices.Sort(names)
+			out = append(out, fmt.Sprintf("%s runs %d pods for %d replicas: %v", d.Name, len(names), want, names))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// cordonedNodes describes the nodes that carry the disruption taint (karpenter.sh/disrupted)
+// or the mark of a disruption's cordon (disruption.CordonedAnnotationKey) while their
+// NodeClaim is not being deleted: a decision lost with its leader, or abandoned, that nothing
+// released. Nodes of no NodeClaim are left to no-nodeclaim-without-instance and cleanup.
+func cordonedNodes(nodes []corev1.Node, claims []karpv1.NodeClaim) []string {
+	claimOf := map[string]*karpv1.NodeClaim{}
+	for i := range claims {
+		if name := claims[i].Status.NodeName; name != "" {
+			claimOf[name] = &claims[i]
+		}
+	}
+	var out []string
+	for _, n := range nodes {
+		nc := claimOf[n.Name]
+		if nc == nil || nc.DeletionTimestamp != nil {
+			continue
+		}
+		var marks []string
+		if slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&karpv1.DisruptedNoScheduleTaint) }) {
+			marks = append(marks, "tainted "+karpv1.DisruptedNoScheduleTaint.ToString())
+		}
+		if at, ok := n.Annotations[disruption.CordonedAnnotationKey]; ok {
+			marks = append(marks, "cordoned at "+at)
+		}
+		if len(marks) > 0 {
+			out = append(out, fmt.Sprintf("%s (NodeClaim %s) %s", n.Name, nc.Name, strings.Join(marks, ", ")))
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // launched counts the instances the local endpoint launched.
@@ -359,9 +481,11 @@ func (r *runner) checkRejected(ctx context.Context, plan Plan, start time.Time, 
 }
 
 // checkEvictions checks that pods left only through the Eviction API (which holds them to
-// their budgets), with their node when a fault took it, or by the scale-down; and that no
-// pod the scale-down's consolidation moved was evicted again.
-func (r *runner) checkEvictions(plan Plan, phaseStart time.Time, evicted, deleted []eviction, res *TrialResult) {
+// their budgets), with their node when a fault took it, by the scale-down, or, replaced
+// before their eviction, by their ReplicaSet once another pod of theirs was Ready; and that
+// no pod the scale-down's consolidation moved (evicted, or replaced by a copy) was moved
+// again.
+func (r *runner) checkEvictions(plan Plan, phaseStart time.Time, seen history, res *TrialResult) {
 	allowed := map[string]int{}
 	if plan.Phase == PhaseScaleDown {
 		for _, d := range plan.Deployments {
@@ -369,51 +493,83 @@ func (r *runner) checkEvictions(plan Plan, phaseStart time.Time, evicted, delete
 		}
 	}
 	var bypassed []string
-	for _, e := range deleted {
+	for _, e := range seen.deleted {
 		switch {
 		case e.node == "" || r.inject.lost(e.node):
+		case e.copy:
+			// Deleted before it was handed over (its replacement abandoned, swept by a new
+			// leader, or gone with its NodeClaim): a surge beyond its Deployment's replicas,
+			// which no budget counts.
+		case e.replaced && e.servedBy != "":
+			// Replaced before its eviction: its ReplicaSet deleted it once a copy served.
 		case allowed[e.deployment] > 0:
 			allowed[e.deployment]--
 		default:
-			seen := ""
-			if e.tombstone {
-				seen = " (deletion missed by the watch, judged by the pod's last known state)"
+			how := ""
+			if e.replaced {
+				how = " (handed over to a copy, but no other pod of its Deployment was Ready)"
 			}
-			bypassed = append(bypassed, fmt.Sprintf("%s on %s%s", e.pod, e.node, seen))
+			if e.tombstone {
+				how += " (deletion missed by the watch, judged by the pod's last known state)"
+			}
+			bypassed = append(bypassed, fmt.Sprintf("%s on %s%s", e.pod, e.node, how))
 		}
 	}
 	res.check(plan, InvPDB, len(bypassed) == 0, "pods deleted without the Eviction API, beyond the scale-down and the nodes faults took: %v", bypassed)
 	if plan.Phase != PhaseScaleDown {
 		return
 	}
-	// A pod of a Deployment created once consolidation had evicted one of its pods took the
-	// place of a moved one (as the sidecar counts moved pods, by their controller); within
-	// the sidecar's hold on moved pods, nothing may move it again. Past the hold, a later
-	// consolidation may, by design (the chaos stack shortens the hold to MovedPodsHold). A
-	// pod that replaced one lost with a node a fault took was not moved, and the drain of a
-	// node a fault took (after a spot warning, or once its instance is gone) is no
-	// consolidation.
+	// A pod of a Deployment created once consolidation had evicted one of its pods, or
+	// started a copy of one, took the place of a moved one (as the sidecar counts moved
+	// pods, by their controller, from the decision on); within the sidecar's hold on moved
+	// pods, nothing may move it again: evict it, or replace it by a copy. Past the hold, a
+	// later consolidation may, by design (the chaos stack shortens the hold to
+	// MovedPodsHold). A pod that replaced one lost with a node a fault took was not moved,
+	// and the drain of a node a fault took (after a spot warning, or once its instance is
+	// gone) is no consolidation. A copy evicted or deleted before it was handed over was no
+	// pod of its Deployment.
 	firstMove := map[string]time.Time{}
-	for _, e := range evicted {
-		if r.inject.lost(e.node) || e.at.Before(phaseStart) {
+	moveAt := func(deployment string, at time.Time) {
+		if first, ok := firstMove[deployment]; !ok || at.Before(first) {
+			firstMove[deployment] = at
+		}
+	}
+	type move struct {
+		eviction
+		how string
+	}
+	var moves []move
+	for _, e := range seen.evicted {
+		if e.copy || r.inject.lost(e.node) {
 			continue
 		}
-		if first, ok := firstMove[e.deployment]; !ok || e.at.Before(first) {
-			firstMove[e.deployment] = e.at
+		moves = append(moves, move{e, "evicted"})
+		if !e.at.Before(phaseStart) {
+			moveAt(e.deployment, e.at)
+		}
+	}
+	for _, e := range seen.copies {
+		if !e.at.Before(phaseStart) {
+			moveAt(e.deployment, e.at)
+		}
+	}
+	for _, e := range seen.deleted {
+		if e.replaced && !e.copy && !r.inject.lost(e.node) {
+			moves = append(moves, move{e, "replaced by a copy"})
 		}
 	}
 	var twice []string
-	for _, e := range evicted {
-		first, moved := firstMove[e.deployment]
+	for _, m := range moves {
+		first, moved := firstMove[m.deployment]
 		// Creation times are whole seconds.
-		moved = moved && !e.created.Before(first.Truncate(time.Second))
-		if moved && e.at.Sub(e.created) < MovedPodsHold && !r.inject.lost(e.node) {
-			twice = append(twice, fmt.Sprintf("%s (created %s after the scale-down, %s after consolidation first evicted a pod of %s; evicted %s after that) from %s",
-				e.pod, e.created.Sub(phaseStart).Round(time.Second), e.created.Sub(first).Round(time.Second), e.deployment,
-				e.at.Sub(e.created).Round(time.Second), e.node))
+		moved = moved && !m.created.Before(first.Truncate(time.Second))
+		if moved && m.at.Sub(m.created) < MovedPodsHold {
+			twice = append(twice, fmt.Sprintf("%s (created %s after the scale-down, %s after consolidation first moved a pod of %s; %s %s after that) from %s",
+				m.pod, m.created.Sub(phaseStart).Round(time.Second), m.created.Sub(first).Round(time.Second), m.deployment,
+				m.how, m.at.Sub(m.created).Round(time.Second), m.node))
 		}
 	}
-	res.check(plan, InvEvictedOnce, len(twice) == 0, "pods evicted again within the hold on pods consolidation moved: %v", twice)
+	res.check(plan, InvEvictedOnce, len(twice) == 0, "pods moved again within the hold on pods consolidation moved: %v", twice)
 }
 
 // crashLoop is how many times a component may end on its own in one trial before it counts

@@ -20,6 +20,7 @@ import (
 	"github.com/tailor-autoscaler/tailor/provisioner/cloudprovider/aws/catalog"
 	"github.com/tailor-autoscaler/tailor/provisioner/packing"
 	"github.com/tailor-autoscaler/tailor/provisioner/simulate"
+	"github.com/tailor-autoscaler/tailor/provisioner/surge"
 )
 
 // DeploymentLabel names, on the trials' pods, the Deployment they belong to: the selector of
@@ -113,8 +114,12 @@ func (f *freshPlanner) cost(pods []*corev1.Pod) float64 {
 // podTemplate is the pod of a Deployment.
 func podTemplate(d Deployment) corev1.PodTemplateSpec {
 	zero := int64(0)
+	var annotations map[string]string
+	if d.ReplaceBeforeEvict {
+		annotations = map[string]string{surge.AnnotationKey: "true"}
+	}
 	return corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{DeploymentLabel: d.Name}},
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{DeploymentLabel: d.Name}, Annotations: annotations},
 		Spec: corev1.PodSpec{
 			SchedulerName:                 "tailor-scheduler",
 			TerminationGracePeriodSeconds: &zero,
@@ -135,7 +140,7 @@ func podsOf(d Deployment, n int) []*corev1.Pod {
 	out := make([]*corev1.Pod, n)
 	for i := range out {
 		out[i] = &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: fmt.Sprintf("%s-%d", d.Name, i), Labels: tmpl.Labels},
+			ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: fmt.Sprintf("%s-%d", d.Name, i), Labels: tmpl.Labels, Annotations: tmpl.Annotations},
 			Spec:       *tmpl.Spec.DeepCopy(),
 		}
 	}
@@ -144,12 +149,11 @@ func podsOf(d Deployment, n int) []*corev1.Pod {
 
 // createDeployments creates each Deployment's PodDisruptionBudget, then the Deployment.
 func createDeployments(ctx context.Context, cs kubernetes.Interface, ds []Deployment) error {
-	one := intstr.FromInt32(1)
 	for _, d := range ds {
 		sel := &metav1.LabelSelector{MatchLabels: map[string]string{DeploymentLabel: d.Name}}
 		pdb := &policyv1.PodDisruptionBudget{
 			ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: d.Name},
-			Spec:       policyv1.PodDisruptionBudgetSpec{Selector: sel, MaxUnavailable: &one},
+			Spec:       budget(d, sel),
 		}
 		if _, err := cs.PolicyV1().PodDisruptionBudgets(pdb.Namespace).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("creating PodDisruptionBudget %s: %w", d.Name, err)
@@ -164,6 +168,16 @@ func createDeployments(ctx context.Context, cs kubernetes.Interface, ds []Deploy
 		}
 	}
 	return nil
+}
+
+// budget is a Deployment's PodDisruptionBudget: maxUnavailable 1, or minAvailable 1 for one
+// replaced before its eviction, whose single pod it then lets no one evict.
+func budget(d Deployment, sel *metav1.LabelSelector) policyv1.PodDisruptionBudgetSpec {
+	one := intstr.FromInt32(1)
+	if d.ReplaceBeforeEvict {
+		return policyv1.PodDisruptionBudgetSpec{Selector: sel, MinAvailable: &one}
+	}
+	return policyv1.PodDisruptionBudgetSpec{Selector: sel, MaxUnavailable: &one}
 }
 
 // scaleDeployments scales each Deployment to its Keep replicas.

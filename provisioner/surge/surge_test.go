@@ -1,4 +1,4 @@
-package surge
+package surge_test
 
 import (
 	"context"
@@ -18,7 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/tailor-autoscaler/tailor/provisioner/apis/karpenter/v1"
+	"github.com/tailor-autoscaler/tailor/provisioner/deletioncost"
 	"github.com/tailor-autoscaler/tailor/provisioner/reservation"
+	"github.com/tailor-autoscaler/tailor/provisioner/surge"
 	"github.com/tailor-autoscaler/tailor/test/testenv"
 )
 
@@ -30,12 +32,12 @@ func TestMain(m *testing.M) {
 
 func TestOptedIn(t *testing.T) {
 	pool := func(v string) *karpv1.NodePool {
-		return &karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationKey: v}}}
+		return &karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{surge.AnnotationKey: v}}}
 	}
 	pod := func(v string) *corev1.Pod {
 		p := &corev1.Pod{}
 		if v != "" {
-			p.Annotations = map[string]string{AnnotationKey: v}
+			p.Annotations = map[string]string{surge.AnnotationKey: v}
 		}
 		return p
 	}
@@ -52,8 +54,8 @@ func TestOptedIn(t *testing.T) {
 		{"an unreadable value on the pod opts out", pod("yes please"), pool("true"), false},
 		{"no NodePool", pod(""), nil, false},
 	} {
-		if got := OptedIn(c.pod, c.pool); got != c.want {
-			t.Errorf("%s: OptedIn = %t, want %t", c.name, got, c.want)
+		if got := surge.OptedIn(c.pod, c.pool); got != c.want {
+			t.Errorf("%s: surge.OptedIn = %t, want %t", c.name, got, c.want)
 		}
 	}
 }
@@ -77,7 +79,7 @@ func newWorkload(t *testing.T, ns string, ready []bool, edit func(*appsv1.Deploy
 	}
 	labels := map[string]string{"app": "web"}
 	tmpl := corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{AnnotationKey: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{surge.AnnotationKey: "true"}},
 		Spec:       corev1.PodSpec{SchedulerName: "tailor-scheduler", Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}},
 	}
 	d := &appsv1.Deployment{
@@ -158,21 +160,21 @@ func TestCheck(t *testing.T) {
 		want     time.Duration
 		fallback string
 	}{
-		{name: "a lone replica", ready: []bool{true}, leaving: []int{0}, want: DefaultProgressDeadline},
+		{name: "a lone replica", ready: []bool{true}, leaving: []int{0}, want: surge.DefaultProgressDeadline},
 		{name: "a lone replica of a Deployment with a progress deadline", ready: []bool{true}, leaving: []int{0},
 			edit: func(d *appsv1.Deployment) { d.Spec.ProgressDeadlineSeconds = ptr.To(int32(90)) }, want: 90 * time.Second},
 		{name: "the flag's bound wins over the progress deadline", ready: []bool{true}, leaving: []int{0}, timeout: time.Minute,
 			edit: func(d *appsv1.Deployment) { d.Spec.ProgressDeadlineSeconds = ptr.To(int32(90)) }, want: time.Minute},
 		{name: "another replica is Ready and no budget holds", ready: []bool{true, true}, leaving: []int{0}},
-		{name: "the other replica is not Ready", ready: []bool{true, false}, leaving: []int{0}, want: DefaultProgressDeadline},
-		{name: "both replicas leave with the decision", ready: []bool{true, true}, leaving: []int{0, 1}, want: DefaultProgressDeadline},
-		{name: "another replica is Ready but the budget allows nothing", ready: []bool{true, true}, leaving: []int{0}, pdb: ptr.To(int32(0)), want: DefaultProgressDeadline},
+		{name: "the other replica is not Ready", ready: []bool{true, false}, leaving: []int{0}, want: surge.DefaultProgressDeadline},
+		{name: "both replicas leave with the decision", ready: []bool{true, true}, leaving: []int{0, 1}, want: surge.DefaultProgressDeadline},
+		{name: "another replica is Ready but the budget allows nothing", ready: []bool{true, true}, leaving: []int{0}, pdb: ptr.To(int32(0)), want: surge.DefaultProgressDeadline},
 		{name: "another replica is Ready and the budget allows one", ready: []bool{true, true}, leaving: []int{0}, pdb: ptr.To(int32(1))},
 		{name: "maxSurge 0", ready: []bool{true}, leaving: []int{0}, edit: maxSurge(intstr.FromInt32(0)),
 			fallback: "evicting it would leave Deployment web without a Ready replica, but its Deployment sets maxSurge 0: it runs no pod beyond its replicas"},
 		{name: "maxSurge 0%", ready: []bool{true}, leaving: []int{0}, edit: maxSurge(intstr.FromString("0%")),
 			fallback: "evicting it would leave Deployment web without a Ready replica, but its Deployment sets maxSurge 0: it runs no pod beyond its replicas"},
-		{name: "maxSurge 10% of one replica rounds up", ready: []bool{true}, leaving: []int{0}, edit: maxSurge(intstr.FromString("10%")), want: DefaultProgressDeadline},
+		{name: "maxSurge 10% of one replica rounds up", ready: []bool{true}, leaving: []int{0}, edit: maxSurge(intstr.FromString("10%")), want: surge.DefaultProgressDeadline},
 		{name: "Recreate", ready: []bool{true}, leaving: []int{0}, pdb: ptr.To(int32(0)),
 			edit: func(d *appsv1.Deployment) {
 				d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
@@ -188,7 +190,7 @@ func TestCheck(t *testing.T) {
 			for _, i := range c.leaving {
 				leaving[w.pods[i].UID] = true
 			}
-			v, err := Checker{API: kube, Pods: kube, Timeout: c.timeout}.Check(context.Background(), w.pods[0], leaving)
+			v, err := surge.Checker{API: kube, Pods: kube, Timeout: c.timeout}.Check(context.Background(), w.pods[0], leaving)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -223,7 +225,7 @@ func TestCheckFallsBackForPodsNoDeploymentOwns(t *testing.T) {
 		{"Job", "a pod of a Job cannot be replaced before it is evicted: only Deployments' pods can"},
 		{"ReplicaSet", "its ReplicaSet o is gone"},
 	} {
-		v, err := Checker{API: kube, Pods: kube}.Check(context.Background(), owned(c.kind), nil)
+		v, err := surge.Checker{API: kube, Pods: kube}.Check(context.Background(), owned(c.kind), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -248,14 +250,14 @@ func TestACopyIsTheReplicaSetsOnceReleased(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Date(2026, 12, 4, 21, 0, 0, 0, time.UTC)
-	plan := &Plan{Pod: w.pods[0], ReplicaSet: w.rs, Deployment: w.d, Timeout: time.Minute}
-	copy := Copy(plan, nc, deadline)
+	plan := &surge.Plan{Pod: w.pods[0], ReplicaSet: w.rs, Deployment: w.d, Timeout: time.Minute}
+	copy := surge.Copy(plan, nc, deadline)
 	if err := kube.Create(ctx, copy); err != nil {
 		t.Fatal(err)
 	}
-	wantLabels := map[string]string{"app": "web", "pod-template-hash": "abc", ReplacesLabelKey: string(w.pods[0].UID)}
-	wantAnnotations := map[string]string{AnnotationKey: "true", ReplacesAnnotationKey: w.pods[0].Name,
-		DeadlineAnnotationKey: "2026-12-04T21:00:00Z", reservation.ControllerAnnotationKey: string(w.rs.UID)}
+	wantLabels := map[string]string{"app": "web", "pod-template-hash": "abc", surge.ReplacesLabelKey: string(w.pods[0].UID)}
+	wantAnnotations := map[string]string{surge.AnnotationKey: "true", surge.ReplacesAnnotationKey: w.pods[0].Name,
+		surge.DeadlineAnnotationKey: "2026-12-04T21:00:00Z", reservation.ControllerAnnotationKey: string(w.rs.UID)}
 	if diff := cmp.Diff(wantLabels, copy.Labels); diff != "" {
 		t.Errorf("the copy's labels (-want +got):\n%s", diff)
 	}
@@ -268,14 +270,14 @@ func TestACopyIsTheReplicaSetsOnceReleased(t *testing.T) {
 	if uid, _ := reservation.ControllerOf(copy); uid != w.rs.UID {
 		t.Errorf("the copy counts for controller %s in reservations, want its ReplicaSet %s", uid, w.rs.UID)
 	}
-	if got, ok := Deadline(copy); !ok || !got.Equal(deadline) {
-		t.Errorf("Deadline = %s, %t; want %s", got, ok, deadline)
+	if got, ok := surge.Deadline(copy); !ok || !got.Equal(deadline) {
+		t.Errorf("surge.Deadline = %s, %t; want %s", got, ok, deadline)
 	}
-	if !IsCopy(copy) {
-		t.Error("IsCopy = false for a copy not released")
+	if !surge.IsCopy(copy) {
+		t.Error("surge.IsCopy = false for a copy not released")
 	}
 
-	if err := Release(ctx, kube, copy, w.pods[0]); err != nil {
+	if err := surge.Release(ctx, kube, copy, w.pods[0]); err != nil {
 		t.Fatal(err)
 	}
 	got := &corev1.Pod{}
@@ -285,17 +287,17 @@ func TestACopyIsTheReplicaSetsOnceReleased(t *testing.T) {
 	if diff := cmp.Diff(map[string]string{"app": "web", "pod-template-hash": "abc"}, got.Labels); diff != "" {
 		t.Errorf("the released copy's labels (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(map[string]string{AnnotationKey: "true"}, got.Annotations); diff != "" {
+	if diff := cmp.Diff(map[string]string{surge.AnnotationKey: "true"}, got.Annotations); diff != "" {
 		t.Errorf("the released copy's annotations (-want +got):\n%s", diff)
 	}
-	if len(got.OwnerReferences) != 0 || IsCopy(got) {
-		t.Errorf("the released copy is still owned by %v (IsCopy %t): its ReplicaSet cannot adopt it", got.OwnerReferences, IsCopy(got))
+	if len(got.OwnerReferences) != 0 || surge.IsCopy(got) {
+		t.Errorf("the released copy is still owned by %v (surge.IsCopy %t): its ReplicaSet cannot adopt it", got.OwnerReferences, surge.IsCopy(got))
 	}
 	old := &corev1.Pod{}
 	if err := kube.Get(ctx, client.ObjectKeyFromObject(w.pods[0]), old); err != nil {
 		t.Fatal(err)
 	}
-	if cost := old.Annotations[podDeletionCostAnnotationKey]; cost != strconv.Itoa(math.MinInt32) {
+	if cost := old.Annotations[deletioncost.PodDeletionCostAnnotationKey]; cost != strconv.Itoa(math.MinInt32) {
 		t.Errorf("the old pod's deletion cost is %q, want the lowest, %d", cost, math.MinInt32)
 	}
 }

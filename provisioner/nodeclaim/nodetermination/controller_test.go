@@ -61,6 +61,11 @@ func (c *cloud) Delete(_ context.Context, nc *karpv1.NodeClaim) error {
 	return cloudprovider.NewNodeClaimNotFoundError(errors.New("terminated"))
 }
 
+// Get reports every instance live: these drains are never held by a budget.
+func (c *cloud) Get(_ context.Context, providerID string) (*karpv1.NodeClaim, error) {
+	return &karpv1.NodeClaim{Status: karpv1.NodeClaimStatus{ProviderID: providerID}}, nil
+}
+
 func (c *cloud) Drain(_ context.Context, node string, _, _ time.Time) (drain.Result, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

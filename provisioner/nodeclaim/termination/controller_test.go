@@ -33,6 +33,25 @@ import (
 
 var cfg *rest.Config
 
+// m5Cloud is a fake cloud that launches on-demand m5.large instances.
+func m5Cloud(clk *clocktesting.FakeClock) *fake.CloudProvider {
+	cloud := fake.New(clk)
+	cloud.SetInstanceTypes(&cloudprovider.InstanceType{
+		Name:      "m5.large",
+		Capacity:  corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("29")},
+		Offerings: []cloudprovider.Offering{{Zone: "us-east-1a", CapacityType: karpv1.CapacityTypeOnDemand, Price: 0.096, Available: true}},
+	})
+	return cloud
+}
+
+// m5Spec is the spec of a NodeClaim m5Cloud launches.
+func m5Spec() karpv1.NodeClaimSpec {
+	return karpv1.NodeClaimSpec{
+		NodeClassRef: &karpv1.NodeClassReference{Group: awsv1.Group, Kind: "EC2NodeClass", Name: "default"},
+		Requirements: []karpv1.NodeSelectorRequirementWithMinValues{{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"m5.large"}}},
+	}
+}
+
 func TestMain(m *testing.M) {
 	testenv.Main(m, &cfg, nil)
 }
@@ -49,12 +68,7 @@ func TestANodeClaimDeletedDuringItsLaunchKeepsItsFinalizerUntilTheLaunchEnds(t *
 	}
 	// NodeClaim creation times come from the API server's clock: the fake one starts there.
 	clk := clocktesting.NewFakeClock(time.Now())
-	cloud := fake.New(clk)
-	cloud.SetInstanceTypes(&cloudprovider.InstanceType{
-		Name:      "m5.large",
-		Capacity:  corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("29")},
-		Offerings: []cloudprovider.Offering{{Zone: "us-east-1a", CapacityType: karpv1.CapacityTypeOnDemand, Price: 0.096, Available: true}},
-	})
+	cloud := m5Cloud(clk)
 	deleted := func(name string, annotations map[string]string) *karpv1.NodeClaim {
 		nc := &karpv1.NodeClaim{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Finalizers: []string{karpv1.TerminationFinalizer}, Annotations: annotations},
@@ -138,18 +152,10 @@ func TestADrainHeldByABudgetEndsOnceTheInstanceIsGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk := clocktesting.NewFakeClock(time.Now())
-	cloud := fake.New(clk)
-	cloud.SetInstanceTypes(&cloudprovider.InstanceType{
-		Name:      "m5.large",
-		Capacity:  corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("29")},
-		Offerings: []cloudprovider.Offering{{Zone: "us-east-1a", CapacityType: karpv1.CapacityTypeOnDemand, Price: 0.096, Available: true}},
-	})
+	cloud := m5Cloud(clk)
 	nc := &karpv1.NodeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "held", Finalizers: []string{karpv1.TerminationFinalizer}},
-		Spec: karpv1.NodeClaimSpec{
-			NodeClassRef: &karpv1.NodeClassReference{Group: awsv1.Group, Kind: "EC2NodeClass", Name: "default"},
-			Requirements: []karpv1.NodeSelectorRequirementWithMinValues{{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"m5.large"}}},
-		},
+		Spec:       m5Spec(),
 	}
 	if err := kube.Create(ctx, nc); err != nil {
 		t.Fatal(err)

@@ -127,7 +127,7 @@ func (c *Controller) heldByBudgets(ctx context.Context, in packing.Input, pools 
 	if len(closed) == 0 {
 		return nil, nil
 	}
-	checker := surge.Checker{API: c.api, Pods: c.kube, Timeout: c.opts.ReplacementReadyTimeout}
+	checker := c.checker()
 	held := map[string]string{}
 	for _, n := range in.Nodes {
 		if n.NodeClaim == nil {

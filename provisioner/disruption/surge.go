@@ -71,7 +71,7 @@ func (c *Controller) surges(ctx context.Context, d Decision, nodes []string) ([]
 			leaving[p.UID] = true
 		}
 	}
-	checker := surge.Checker{API: c.api, Pods: c.kube, Timeout: c.opts.ReplacementReadyTimeout}
+	checker := c.checker()
 	pools := map[string]*karpv1.NodePool{}
 	var out []*replacement
 	for _, o := range d.Originals {
@@ -103,6 +103,12 @@ func (c *Controller) surges(ctx context.Context, d Decision, nodes []string) ([]
 		}
 	}
 	return out, nil
+}
+
+// checker decides which opted-in pods are replaced before their eviction: it reads their
+// workloads and budgets from the API server, their Deployments' pods from the cache.
+func (c *Controller) checker() surge.Checker {
+	return surge.Checker{API: c.api, Pods: c.kube, Timeout: c.opts.ReplacementReadyTimeout}
 }
 
 // destination is where the decision's plan puts a pod: a node it keeps, or a replacement's
